@@ -1,0 +1,574 @@
+"""Primitive operations, each a ``Function`` with its backward rule on one line.
+
+Shapes follow NumPy: every binary op broadcasts, and ``unbroadcast`` sums each gradient back to
+its input's shape (summing the prepended axes, then the size-1 axes), once, here in the engine
+(HIPS/autograd's ``unbroadcast``). Every gradient is cast back to its input's dtype.
+
+Notation: ``c = f(a, b)``, ``dc`` the upstream gradient, ``da``/``db`` what backward returns.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .function import Function
+from .tensor import Tensor
+
+
+def unbroadcast(grad: np.ndarray, shape: tuple, dtype=None) -> np.ndarray:
+    """Sum ``grad`` down to ``shape`` (the inverse of NumPy broadcasting) and cast to ``dtype``.
+
+    Args:
+        grad: array whose shape is ``shape`` broadcast against something.
+        shape: the target shape.
+        dtype: target dtype (default: keep ``grad``'s).
+
+    Returns:
+        np.ndarray of exactly ``shape``.
+    """
+    if grad.shape != tuple(shape):
+        extra = grad.ndim - len(shape)
+        if extra > 0:
+            grad = grad.sum(axis=tuple(range(extra)))
+        axes = tuple(i for i, s in enumerate(shape) if s == 1 and grad.shape[i] != 1)
+        if axes:
+            grad = grad.sum(axis=axes, keepdims=True)
+        grad = grad.reshape(shape)
+    if dtype is not None and grad.dtype != dtype:
+        grad = grad.astype(dtype)
+    return grad
+
+
+def _g(grad, a):
+    """Gradient for input array ``a``: unbroadcast to its shape and dtype."""
+    return unbroadcast(grad, np.shape(a), np.asarray(a).dtype)
+
+
+def _norm_axes(axis, ndim):
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (int, np.integer)):
+        axis = (axis,)
+    out = []
+    for ax in axis:
+        if not -ndim <= ax < max(ndim, 1) or (ndim == 0 and ax not in (0, -1)):
+            raise np.exceptions.AxisError(int(ax), ndim)
+        out.append(int(ax) % max(ndim, 1))
+    if len(set(out)) != len(out):
+        raise ValueError(f"duplicate value in axis: {axis}")
+    return tuple(out)
+
+
+# ----------------------------------------------------------------------------- arithmetic
+class Add(Function):
+    """c = a + b.   da = dc, db = dc (each summed to its input's shape)."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.shapes = ((np.shape(a), np.asarray(a).dtype), (np.shape(b), np.asarray(b).dtype))
+        return np.add(a, b)
+
+    @staticmethod
+    def backward(ctx, dc):
+        (sa, ta), (sb, tb) = ctx.shapes
+        na, nb = ctx.needs_input_grad
+        return (unbroadcast(dc, sa, ta) if na else None, unbroadcast(dc, sb, tb) if nb else None)
+
+
+class Sub(Function):
+    """c = a - b.   da = dc, db = -dc."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.shapes = ((np.shape(a), np.asarray(a).dtype), (np.shape(b), np.asarray(b).dtype))
+        return np.subtract(a, b)
+
+    @staticmethod
+    def backward(ctx, dc):
+        (sa, ta), (sb, tb) = ctx.shapes
+        na, nb = ctx.needs_input_grad
+        return (unbroadcast(dc, sa, ta) if na else None, unbroadcast(-dc, sb, tb) if nb else None)
+
+
+class Mul(Function):
+    """c = a * b.   da = dc * b, db = dc * a."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(np.asarray(a), np.asarray(b))
+        return np.multiply(a, b)
+
+    @staticmethod
+    def backward(ctx, dc):
+        a, b = ctx.saved_tensors
+        na, nb = ctx.needs_input_grad
+        return (_g(dc * b, a) if na else None, _g(dc * a, b) if nb else None)
+
+
+class Div(Function):
+    """c = a / b.   da = dc / b, db = -dc * a / b**2."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(np.asarray(a), np.asarray(b))
+        return np.divide(a, b)
+
+    @staticmethod
+    def backward(ctx, dc):
+        a, b = ctx.saved_tensors
+        na, nb = ctx.needs_input_grad
+        da = _g(dc / b, a) if na else None
+        db = _g(-dc * a / (b * b), b) if nb else None
+        return da, db
+
+
+class Neg(Function):
+    """c = -a.   da = -dc."""
+
+    @staticmethod
+    def forward(ctx, a):
+        return np.negative(a)
+
+    @staticmethod
+    def backward(ctx, dc):
+        return -dc
+
+
+class Pow(Function):
+    """c = a ** p for a scalar p.   da = dc * p * a**(p - 1)."""
+
+    @staticmethod
+    def forward(ctx, a, exponent):
+        if isinstance(exponent, Tensor) or not isinstance(exponent, (numbers.Real, np.generic)) \
+                or isinstance(exponent, np.ndarray):
+            raise TypeError(
+                f"pow: the exponent must be a real scalar, got {type(exponent).__name__}"
+            )
+        p = float(exponent)
+        ctx.save_for_backward(a)
+        ctx.p = p
+        if float(p).is_integer() and np.issubdtype(a.dtype, np.integer) and p >= 0:
+            return np.power(a, int(p))
+        return np.power(a, np.asarray(p, dtype=a.dtype if a.dtype.kind == "f" else None))
+
+    @staticmethod
+    def backward(ctx, dc):
+        (a,) = ctx.saved_tensors
+        p = ctx.p
+        if p == 0.0:
+            return np.zeros_like(a)
+        pa = np.asarray(p, dtype=a.dtype)
+        return (dc * pa * np.power(a, np.asarray(p - 1.0, dtype=a.dtype))).astype(a.dtype, copy=False)
+
+
+# ----------------------------------------------------------------------------- elementwise
+class Exp(Function):
+    """c = exp(a).   da = dc * c."""
+
+    @staticmethod
+    def forward(ctx, a):
+        c = np.exp(a)
+        ctx.save_for_backward(c)
+        return c
+
+    @staticmethod
+    def backward(ctx, dc):
+        (c,) = ctx.saved_tensors
+        return dc * c
+
+
+class Log(Function):
+    """c = log(a).   da = dc / a."""
+
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return np.log(a)
+
+    @staticmethod
+    def backward(ctx, dc):
+        (a,) = ctx.saved_tensors
+        return dc / a
+
+
+class Sqrt(Function):
+    """c = sqrt(a).   da = dc / (2 c)."""
+
+    @staticmethod
+    def forward(ctx, a):
+        c = np.sqrt(a)
+        ctx.save_for_backward(c)
+        return c
+
+    @staticmethod
+    def backward(ctx, dc):
+        (c,) = ctx.saved_tensors
+        return dc / (2 * c)
+
+
+class Tanh(Function):
+    """c = tanh(a).   da = dc * (1 - c**2)  (sech^2 from the saved tanh, never 1/cosh^2)."""
+
+    @staticmethod
+    def forward(ctx, a):
+        c = np.tanh(a)
+        ctx.save_for_backward(c)
+        return c
+
+    @staticmethod
+    def backward(ctx, dc):
+        (c,) = ctx.saved_tensors
+        return dc * (1 - c * c)
+
+
+class Sigmoid(Function):
+    """c = 1 / (1 + exp(-a)).   da = dc * c * (1 - c).
+
+    Forward evaluates exp(-|a|) only, so no overflow for large |a| in any dtype.
+    """
+
+    @staticmethod
+    def forward(ctx, a):
+        e = np.exp(-np.abs(a))
+        c = np.where(a >= 0, 1 / (1 + e), e / (1 + e)).astype(a.dtype, copy=False)
+        ctx.save_for_backward(c)
+        return c
+
+    @staticmethod
+    def backward(ctx, dc):
+        (c,) = ctx.saved_tensors
+        return dc * c * (1 - c)
+
+
+class Relu(Function):
+    """c = max(a, 0).   da = dc * (a > 0)  (0 at a = 0, PyTorch's choice)."""
+
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return np.maximum(a, 0)
+
+    @staticmethod
+    def backward(ctx, dc):
+        (a,) = ctx.saved_tensors
+        return dc * (a > 0)
+
+
+class Cast(Function):
+    """c = a.astype(dtype).   da = dc.astype(a.dtype)."""
+
+    @staticmethod
+    def forward(ctx, a, dtype):
+        ctx.src = a.dtype
+        return a.astype(dtype)
+
+    @staticmethod
+    def backward(ctx, dc):
+        return dc.astype(ctx.src)
+
+
+# ----------------------------------------------------------------------------- matmul
+class MatMul(Function):
+    """c = a @ b (np.matmul: 1-D, 2-D, batched with broadcast batch axes).
+
+    da = dc @ b^T,  db = a^T @ dc  (^T swaps the last two axes; batch axes summed back).
+    """
+
+    @staticmethod
+    def forward(ctx, a, b):
+        a, b = np.asarray(a), np.asarray(b)
+        if a.ndim == 0 or b.ndim == 0:
+            raise ValueError("matmul: input operand does not have enough dimensions (0-d)")
+        ctx.save_for_backward(a, b)
+        return np.matmul(a, b)
+
+    @staticmethod
+    def backward(ctx, dc):
+        a, b = ctx.saved_tensors
+        na, nb = ctx.needs_input_grad
+        # Promote 1-D operands as np.matmul does, then put the removed axes back into dc.
+        a2 = a[None, :] if a.ndim == 1 else a
+        b2 = b[:, None] if b.ndim == 1 else b
+        dc2 = dc
+        if a.ndim == 1:
+            dc2 = np.expand_dims(dc2, -2 if b.ndim > 1 else -1)
+        if b.ndim == 1:
+            dc2 = np.expand_dims(dc2, -1)
+        da = db = None
+        if na:
+            da = np.matmul(dc2, np.swapaxes(b2, -1, -2))
+            da = unbroadcast(da, a2.shape, a.dtype).reshape(a.shape)
+        if nb:
+            db = np.matmul(np.swapaxes(a2, -1, -2), dc2)
+            db = unbroadcast(db, b2.shape, b.dtype).reshape(b.shape)
+        return da, db
+
+
+# ----------------------------------------------------------------------------- reductions
+def _expand(dc, axes, keepdims):
+    return dc if keepdims else np.expand_dims(dc, axes)
+
+
+class Sum(Function):
+    """c = a.sum(axis, keepdims).   da = dc broadcast back over the summed axes."""
+
+    @staticmethod
+    def forward(ctx, a, axis=None, keepdims=False):
+        ctx.axes = _norm_axes(axis, a.ndim)
+        ctx.keepdims, ctx.shape, ctx.dtype = keepdims, a.shape, a.dtype
+        return np.asarray(np.sum(a, axis=ctx.axes, keepdims=keepdims), dtype=a.dtype)
+
+    @staticmethod
+    def backward(ctx, dc):
+        g = _expand(dc, ctx.axes, ctx.keepdims)
+        return np.broadcast_to(g, ctx.shape).astype(ctx.dtype, copy=True)
+
+
+class Mean(Function):
+    """c = a.mean(axis, keepdims).   da = dc / n broadcast back (n = elements averaged)."""
+
+    @staticmethod
+    def forward(ctx, a, axis=None, keepdims=False):
+        ctx.axes = _norm_axes(axis, a.ndim)
+        ctx.keepdims, ctx.shape, ctx.dtype = keepdims, a.shape, a.dtype
+        ctx.n = int(np.prod([a.shape[i] for i in ctx.axes])) if ctx.axes else 1
+        return np.asarray(np.mean(a, axis=ctx.axes, keepdims=keepdims), dtype=a.dtype)
+
+    @staticmethod
+    def backward(ctx, dc):
+        g = _expand(dc, ctx.axes, ctx.keepdims)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            g = g / np.asarray(ctx.n, dtype=ctx.dtype)
+        return np.broadcast_to(g, ctx.shape).astype(ctx.dtype, copy=True)
+
+
+class Max(Function):
+    """c = a.max(axis, keepdims).   da = dc * (a == c) / (number of tied maxima)."""
+
+    @staticmethod
+    def forward(ctx, a, axis=None, keepdims=False):
+        ctx.axes = _norm_axes(axis, a.ndim)
+        ctx.keepdims = keepdims
+        ck = np.max(a, axis=ctx.axes, keepdims=True)
+        ctx.save_for_backward(a, ck)
+        return ck if keepdims else np.squeeze(ck, axis=ctx.axes)
+
+    @staticmethod
+    def backward(ctx, dc):
+        a, ck = ctx.saved_tensors
+        mask = (a == ck)
+        count = mask.sum(axis=ctx.axes, keepdims=True)
+        g = _expand(dc, ctx.axes, ctx.keepdims)
+        return (mask * (g / count)).astype(a.dtype, copy=False)
+
+
+# ----------------------------------------------------------------------------- shape
+class Reshape(Function):
+    """c = a.reshape(shape).   da = dc.reshape(a.shape)."""
+
+    @staticmethod
+    def forward(ctx, a, shape):
+        ctx.shape = a.shape
+        return np.reshape(a, shape)
+
+    @staticmethod
+    def backward(ctx, dc):
+        return np.reshape(dc, ctx.shape)
+
+
+class Transpose(Function):
+    """c = a.transpose(axes) (None reverses).   da = dc.transpose(argsort(axes))."""
+
+    @staticmethod
+    def forward(ctx, a, axes=None):
+        axes = tuple(range(a.ndim))[::-1] if axes is None else tuple(int(x) for x in axes)
+        out = np.transpose(a, axes)
+        ctx.inv = tuple(np.argsort([x % max(a.ndim, 1) for x in axes]))
+        return out
+
+    @staticmethod
+    def backward(ctx, dc):
+        return np.transpose(dc, ctx.inv)
+
+
+class BroadcastTo(Function):
+    """c = np.broadcast_to(a, shape).   da = dc summed back to a.shape."""
+
+    @staticmethod
+    def forward(ctx, a, shape):
+        ctx.shape, ctx.dtype = a.shape, a.dtype
+        return np.broadcast_to(a, shape)
+
+    @staticmethod
+    def backward(ctx, dc):
+        return unbroadcast(dc, ctx.shape, ctx.dtype)
+
+
+def _is_basic_index(index) -> bool:
+    items = index if isinstance(index, tuple) else (index,)
+    return all(
+        isinstance(i, (slice, numbers.Integral, type(None), type(Ellipsis)))
+        and not isinstance(i, bool)
+        for i in items
+    )
+
+
+class GetItem(Function):
+    """c = a[index].   da = zeros_like(a) with dc added at index (np.add.at, so repeated
+    integer indices accumulate)."""
+
+    @staticmethod
+    def forward(ctx, a, index):
+        ctx.index, ctx.shape, ctx.dtype = index, a.shape, a.dtype
+        return a[index]
+
+    @staticmethod
+    def backward(ctx, dc):
+        da = np.zeros(ctx.shape, dtype=ctx.dtype)
+        if _is_basic_index(ctx.index):
+            da[ctx.index] = dc  # a basic index selects each element at most once
+        else:
+            np.add.at(da, ctx.index, dc)
+        return da
+
+
+class Concatenate(Function):
+    """c = np.concatenate(arrays, axis).   da_i = the slice of dc that came from a_i."""
+
+    @staticmethod
+    def forward(ctx, *arrays, axis=0):
+        arrays = [np.asarray(a) for a in arrays]
+        out = np.concatenate(arrays, axis=axis)
+        ctx.axis = axis % out.ndim
+        ctx.sizes = [a.shape[ctx.axis] for a in arrays]
+        ctx.dtypes = [a.dtype for a in arrays]
+        return out
+
+    @staticmethod
+    def backward(ctx, dc):
+        cuts = np.cumsum(ctx.sizes)[:-1]
+        parts = np.split(dc, cuts, axis=ctx.axis)
+        return tuple(p.astype(t, copy=False) for p, t in zip(parts, ctx.dtypes))
+
+
+class Stack(Function):
+    """c = np.stack(arrays, axis).   da_i = dc taken at position i of the new axis."""
+
+    @staticmethod
+    def forward(ctx, *arrays, axis=0):
+        arrays = [np.asarray(a) for a in arrays]
+        out = np.stack(arrays, axis=axis)
+        ctx.axis = axis % out.ndim
+        ctx.dtypes = [a.dtype for a in arrays]
+        return out
+
+    @staticmethod
+    def backward(ctx, dc):
+        return tuple(
+            np.take(dc, i, axis=ctx.axis).astype(t, copy=False) for i, t in enumerate(ctx.dtypes)
+        )
+
+
+class Where(Function):
+    """c = where(cond, a, b).   da = dc where cond else 0, db = dc where not cond else 0."""
+
+    @staticmethod
+    def forward(ctx, cond, a, b):
+        cond = np.asarray(cond, dtype=bool)
+        ctx.save_for_backward(cond)
+        ctx.meta = ((np.shape(a), np.asarray(a).dtype), (np.shape(b), np.asarray(b).dtype))
+        return np.where(cond, a, b)
+
+    @staticmethod
+    def backward(ctx, dc):
+        (cond,) = ctx.saved_tensors
+        (sa, ta), (sb, tb) = ctx.meta
+        _, na, nb = ctx.needs_input_grad
+        zero = np.zeros((), dtype=dc.dtype)
+        da = unbroadcast(np.where(cond, dc, zero), sa, ta) if na else None
+        db = unbroadcast(np.where(cond, zero, dc), sb, tb) if nb else None
+        return None, da, db
+
+
+# ----------------------------------------------------------------------------- functions
+def _float_like(value, like):
+    if isinstance(value, Tensor):
+        return value
+    if isinstance(like, Tensor) and like.dtype.kind == "f" and not isinstance(value, np.ndarray):
+        return np.asarray(value, dtype=like.dtype)
+    return np.asarray(value)
+
+
+def where(condition, x, y) -> Tensor:
+    """Elementwise ``x`` where ``condition`` else ``y``, broadcasting like ``np.where``.
+
+    Args:
+        condition: bool array or Tensor (not differentiated).
+        x, y: Tensors, arrays or scalars; a scalar takes the other operand's floating dtype.
+
+    Returns:
+        Tensor of the broadcast shape.
+    """
+    cond = condition.data if isinstance(condition, Tensor) else condition
+    like = x if isinstance(x, Tensor) else y
+    return Where.apply(cond, _float_like(x, like), _float_like(y, like))
+
+
+def masked_fill(x: Tensor, mask, value: float) -> Tensor:
+    """``value`` where ``mask`` (bool, broadcastable to x) is True, else ``x``
+    (``torch.Tensor.masked_fill``). The gradient to ``x`` is 0 at masked positions."""
+    return where(mask, value, x)
+
+
+def concatenate(tensors, axis: int = 0) -> Tensor:
+    """Join Tensors along an existing axis, as ``np.concatenate``.
+
+    Raises:
+        ValueError: if ``tensors`` is empty or shapes do not match off ``axis``.
+    """
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("concatenate: need at least one Tensor")
+    return Concatenate.apply(*tensors, axis=axis)
+
+
+def stack(tensors, axis: int = 0) -> Tensor:
+    """Join same-shape Tensors along a new axis, as ``np.stack``.
+
+    Raises:
+        ValueError: if ``tensors`` is empty or shapes differ.
+    """
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("stack: need at least one Tensor")
+    return Stack.apply(*tensors, axis=axis)
+
+
+def split(x: Tensor, indices_or_sections, axis: int = 0) -> list:
+    """Split ``x`` along ``axis`` into a list of Tensors, as ``np.split`` (each part is a
+    differentiable slice).
+
+    Raises:
+        ValueError: if an integer number of sections does not divide the axis.
+    """
+    x = x if isinstance(x, Tensor) else Tensor(x)
+    n = x.shape[axis]
+    ax = axis % x.ndim
+    if isinstance(indices_or_sections, (int, np.integer)):
+        k = int(indices_or_sections)
+        if k <= 0 or n % k:
+            raise ValueError(f"split: array split does not result in an equal division ({n} by {k})")
+        bounds = [i * (n // k) for i in range(k + 1)]
+    else:
+        bounds = [0] + [int(i) for i in indices_or_sections] + [n]
+    parts = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        idx = (slice(None),) * ax + (slice(lo, hi),)
+        parts.append(x[idx])
+    return parts
+
+
+def broadcast_to(x: Tensor, shape) -> Tensor:
+    """Broadcast ``x`` to ``shape`` (``np.broadcast_to``); the gradient is summed back."""
+    return BroadcastTo.apply(x, shape=tuple(shape))

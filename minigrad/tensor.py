@@ -1,0 +1,531 @@
+"""``Tensor``: an ``np.ndarray`` with a gradient, and reverse mode (``Tensor.backward``).
+
+Tensor methods follow NumPy's array API (``sum(axis=None, keepdims=False)``, ``transpose(*axes)``,
+``swapaxes``, ``.T``, indexing), because a Tensor is a NumPy array with a gradient. The
+neural-network API (``layers.functional``, modules, ``optim``, ``gradcheck``, ``no_grad``)
+follows PyTorch's names.
+
+The dtype of the inputs is the dtype of the computation: a float32 graph computes and returns
+float32 gradients; a Python scalar operand takes the Tensor's floating dtype.
+"""
+from __future__ import annotations
+
+import numbers
+from typing import Any, Optional
+
+import numpy as np
+
+from .function import _VersionCounter, _freed_message
+from .grad_mode import is_grad_enabled
+
+
+def _is_float_dtype(dtype) -> bool:
+    return np.issubdtype(dtype, np.floating)
+
+
+def _operand(x: Any, like: "Tensor"):
+    """Turn the other side of a binary operator into a Tensor or an array constant."""
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, (numbers.Number, np.generic)) and not isinstance(x, np.ndarray):
+        if _is_float_dtype(like.dtype):
+            return np.asarray(x, dtype=like.dtype)
+        if isinstance(x, (bool, numbers.Integral)) and np.issubdtype(like.dtype, np.integer):
+            return np.asarray(x, dtype=like.dtype)
+        return np.asarray(x)
+    return np.asarray(x)
+
+
+class Tensor:
+    """An n-dimensional array that records the operations done on it for reverse mode.
+
+    Args:
+        data: array-like; wrapped with ``np.asarray`` (no copy when it is already an ndarray,
+            like ``torch.from_numpy``). Any numeric or bool dtype.
+        requires_grad (bool): whether gradients flow to this Tensor (a leaf). Only floating
+            dtypes may require grad.
+        dtype: optional dtype to convert ``data`` to.
+
+    Attributes:
+        data (np.ndarray): the values.
+        grad (np.ndarray | None): same shape and dtype as ``data``; filled by ``backward`` on
+            leaves (and on Tensors that called ``retain_grad``), accumulated across calls until
+            set to None (``Module.zero_grad``).
+
+    Raises:
+        TypeError: if ``data`` is not numeric (object or string arrays), or an integer/bool
+            Tensor is asked to require grad.
+    """
+
+    __array_priority__ = 1000  # ndarray <op> Tensor defers to Tensor's reflected operator
+
+    def __init__(self, data: Any, requires_grad: bool = False, dtype=None) -> None:
+        if isinstance(data, Tensor):
+            data = data.data
+        arr = np.asarray(data, dtype=dtype)
+        if arr.dtype.kind not in "biuf":
+            raise TypeError(f"Tensor data must be numeric or bool, got dtype {arr.dtype}")
+        self._data = arr
+        self.grad: Optional[np.ndarray] = None
+        self._ctx = None
+        self._vc = _VersionCounter()
+        self._retains_grad = False
+        self._requires_grad = False
+        self.requires_grad = requires_grad
+
+    # ---------------------------------------------------------------- attributes
+    @property
+    def data(self) -> np.ndarray:
+        """The underlying ``np.ndarray`` (shared, not copied)."""
+        return self._data
+
+    @data.setter
+    def data(self, value: Any) -> None:
+        arr = np.asarray(value.data if isinstance(value, Tensor) else value)
+        if self._requires_grad and not _is_float_dtype(arr.dtype):
+            raise TypeError(f"a Tensor that requires grad needs floating data, got {arr.dtype}")
+        self._data = arr
+
+    @property
+    def requires_grad(self) -> bool:
+        """Whether gradients are computed for this Tensor."""
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag: bool) -> None:
+        flag = bool(flag)
+        if flag and not _is_float_dtype(self._data.dtype):
+            raise TypeError(
+                f"only floating-point Tensors can require gradients, got dtype {self._data.dtype}"
+            )
+        if not flag and self._ctx is not None:
+            raise RuntimeError(
+                "requires_grad cannot be turned off on a non-leaf Tensor; use .detach()"
+            )
+        self._requires_grad = flag
+
+    @property
+    def is_leaf(self) -> bool:
+        """True when the Tensor was not made by a recorded operation."""
+        return self._ctx is None
+
+    @property
+    def grad_fn(self):
+        """The Function class that made this Tensor, or None for a leaf."""
+        return None if self._ctx is None else self._ctx.fn_cls
+
+    @property
+    def shape(self) -> tuple:
+        """Shape of ``data``."""
+        return self._data.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        """dtype of ``data``."""
+        return self._data.dtype
+
+    @property
+    def ndim(self) -> int:
+        """Number of axes."""
+        return self._data.ndim
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return self._data.size
+
+    def numel(self) -> int:
+        """Number of elements (PyTorch's name)."""
+        return self._data.size
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def numpy(self) -> np.ndarray:
+        """Return ``data`` (shared memory, like ``torch.Tensor.numpy``)."""
+        return self._data
+
+    def item(self):
+        """Return the single element as a Python number.
+
+        Raises:
+            ValueError: if the Tensor has more than one element.
+        """
+        if self._data.size != 1:
+            raise ValueError(f"item() needs a Tensor with one element, got shape {self.shape}")
+        return self._data.item()
+
+    def tolist(self):
+        """``data.tolist()``."""
+        return self._data.tolist()
+
+    def detach(self) -> "Tensor":
+        """A new leaf Tensor sharing ``data`` (and its version counter), outside the graph."""
+        t = Tensor(self._data)
+        t._vc = self._vc
+        return t
+
+    def retain_grad(self) -> None:
+        """Keep ``.grad`` on this non-leaf Tensor during backward (``torch.Tensor.retain_grad``)."""
+        self._retains_grad = True
+
+    def __repr__(self) -> str:
+        body = np.array2string(self._data, separator=", ", prefix="Tensor(")
+        extra = f", dtype={self.dtype}"
+        if self._ctx is not None:
+            extra += f", grad_fn={self._ctx.fn_cls.__name__}"
+        elif self._requires_grad:
+            extra += ", requires_grad=True"
+        return f"Tensor({body}{extra})"
+
+    __hash__ = object.__hash__
+
+    # ---------------------------------------------------------------- in-place (no graph)
+    def _check_inplace(self, op: str) -> None:
+        if is_grad_enabled() and (self._requires_grad or self._ctx is not None):
+            raise RuntimeError(
+                f"{op}: in-place operation on a Tensor that requires grad while grad mode is on; "
+                "wrap it in minigrad.no_grad()"
+            )
+
+    def _bump(self) -> None:
+        self._vc.value += 1
+
+    def zero_(self) -> "Tensor":
+        """Set every element to 0 in place (bumps the version counter)."""
+        self._check_inplace("zero_")
+        self._data[...] = 0
+        self._bump()
+        return self
+
+    def fill_(self, value: float) -> "Tensor":
+        """Set every element to ``value`` in place (bumps the version counter)."""
+        self._check_inplace("fill_")
+        self._data[...] = value
+        self._bump()
+        return self
+
+    def copy_(self, src: Any) -> "Tensor":
+        """Copy ``src`` (broadcast to this shape, cast to this dtype) into ``data`` in place.
+
+        Raises:
+            ValueError: if ``src`` does not broadcast to ``self.shape``.
+        """
+        self._check_inplace("copy_")
+        src = src.data if isinstance(src, Tensor) else np.asarray(src)
+        np.copyto(self._data, np.broadcast_to(src, self.shape), casting="unsafe")
+        self._bump()
+        return self
+
+    def add_(self, other: Any, alpha: float = 1.0) -> "Tensor":
+        """``data += alpha * other`` in place (bumps the version counter)."""
+        self._check_inplace("add_")
+        other = other.data if isinstance(other, Tensor) else other
+        if alpha == 1.0:
+            self._data += other
+        else:
+            self._data += alpha * other
+        self._bump()
+        return self
+
+    def sub_(self, other: Any, alpha: float = 1.0) -> "Tensor":
+        """``data -= alpha * other`` in place (bumps the version counter)."""
+        return self.add_(other, alpha=-alpha)
+
+    def mul_(self, other: Any) -> "Tensor":
+        """``data *= other`` in place (bumps the version counter)."""
+        self._check_inplace("mul_")
+        self._data *= other.data if isinstance(other, Tensor) else other
+        self._bump()
+        return self
+
+    def div_(self, other: Any) -> "Tensor":
+        """``data /= other`` in place (bumps the version counter)."""
+        self._check_inplace("div_")
+        self._data /= other.data if isinstance(other, Tensor) else other
+        self._bump()
+        return self
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        self._check_inplace("__setitem__")
+        self._data[_index_arrays(index)] = value.data if isinstance(value, Tensor) else value
+        self._bump()
+
+    # ---------------------------------------------------------------- reverse mode
+    def backward(self, grad: Any = None, retain_graph: bool = False) -> None:
+        """Accumulate d(self)/d(leaf) . grad into ``leaf.grad`` for every leaf that requires grad.
+
+        Walks the graph in reverse topological order, found with an explicit stack (no recursion,
+        so a chain of 100,000 ops works). A Tensor used several times receives the sum of its
+        gradients.
+
+        Args:
+            grad: the upstream gradient, same shape as ``self`` (array or Tensor); cast to
+                ``self.dtype``. May be omitted only when ``self`` has one element.
+            retain_graph (bool): keep the saved arrays so that backward can run again.
+
+        Raises:
+            RuntimeError: if ``self`` does not require grad; if ``grad`` is omitted for a Tensor of
+                more than one element; if the graph was already freed by an earlier backward; if
+                an array saved for backward was modified in place; if a Function's backward
+                returns a gradient of the wrong count, shape or dtype.
+            ValueError: if ``grad`` has the wrong shape.
+        """
+        if not self._requires_grad:
+            raise RuntimeError("backward: this Tensor does not require grad and has no grad_fn")
+        if grad is None:
+            if self._data.size != 1:
+                raise RuntimeError(
+                    f"backward: grad can be implicitly created only for a Tensor with one element; "
+                    f"this one has shape {self.shape}, so pass grad= of that shape"
+                )
+            grad = np.ones_like(self._data)
+        else:
+            grad = np.asarray(grad.data if isinstance(grad, Tensor) else grad)
+            if grad.shape != self.shape:
+                raise ValueError(
+                    f"backward: grad has shape {grad.shape}, expected the Tensor's shape {self.shape}"
+                )
+            grad = grad.astype(self.dtype, copy=False)
+
+        order = _toposort(self)
+        grads = {id(self): grad}
+        for t in reversed(order):
+            g = grads.pop(id(t), None)
+            if g is None:
+                continue
+            if t._ctx is None or t._retains_grad:
+                t.grad = np.array(g, copy=True) if t.grad is None else t.grad + g
+            ctx = t._ctx
+            if ctx is None:
+                continue
+            if ctx._freed:
+                raise RuntimeError(_freed_message(ctx.fn_cls.__name__))
+            ctx._check_versions()
+            in_grads = _validate(ctx, ctx.fn_cls.backward(ctx, g))
+            for inp, gi in zip(ctx.inputs, in_grads):
+                if gi is None or not isinstance(inp, Tensor) or not inp._requires_grad:
+                    continue
+                key = id(inp)
+                prev = grads.get(key)
+                grads[key] = gi if prev is None else prev + gi
+            if not retain_graph:
+                ctx._free()
+
+    # ---------------------------------------------------------------- operators
+    def __add__(self, other):
+        return _ops.Add.apply(self, _operand(other, self))
+
+    def __radd__(self, other):
+        return _ops.Add.apply(_operand(other, self), self)
+
+    def __sub__(self, other):
+        return _ops.Sub.apply(self, _operand(other, self))
+
+    def __rsub__(self, other):
+        return _ops.Sub.apply(_operand(other, self), self)
+
+    def __mul__(self, other):
+        return _ops.Mul.apply(self, _operand(other, self))
+
+    def __rmul__(self, other):
+        return _ops.Mul.apply(_operand(other, self), self)
+
+    def __truediv__(self, other):
+        return _ops.Div.apply(self, _operand(other, self))
+
+    def __rtruediv__(self, other):
+        return _ops.Div.apply(_operand(other, self), self)
+
+    def __matmul__(self, other):
+        return _ops.MatMul.apply(self, _operand(other, self))
+
+    def __rmatmul__(self, other):
+        return _ops.MatMul.apply(_operand(other, self), self)
+
+    def __pow__(self, exponent):
+        return self.pow(exponent)
+
+    def __neg__(self):
+        return _ops.Neg.apply(self)
+
+    def __pos__(self):
+        return self
+
+    def __lt__(self, other):
+        return Tensor(self._data < _plain(other))
+
+    def __le__(self, other):
+        return Tensor(self._data <= _plain(other))
+
+    def __gt__(self, other):
+        return Tensor(self._data > _plain(other))
+
+    def __ge__(self, other):
+        return Tensor(self._data >= _plain(other))
+
+    def __getitem__(self, index):
+        return _ops.GetItem.apply(self, index=_index_arrays(index))
+
+    # ---------------------------------------------------------------- elementwise
+    def pow(self, exponent: float) -> "Tensor":
+        """``self ** exponent`` for a scalar exponent. d/dx = exponent * x**(exponent - 1).
+
+        Raises:
+            TypeError: if ``exponent`` is not a real scalar.
+        """
+        return _ops.Pow.apply(self, exponent=exponent)
+
+    def exp(self) -> "Tensor":
+        """Elementwise e**x."""
+        return _ops.Exp.apply(self)
+
+    def log(self) -> "Tensor":
+        """Elementwise natural logarithm."""
+        return _ops.Log.apply(self)
+
+    def sqrt(self) -> "Tensor":
+        """Elementwise square root."""
+        return _ops.Sqrt.apply(self)
+
+    def tanh(self) -> "Tensor":
+        """Elementwise tanh."""
+        return _ops.Tanh.apply(self)
+
+    def sigmoid(self) -> "Tensor":
+        """Elementwise logistic sigmoid 1 / (1 + e**-x), stable for large |x|."""
+        return _ops.Sigmoid.apply(self)
+
+    def relu(self) -> "Tensor":
+        """Elementwise max(x, 0); gradient 0 at x = 0 (PyTorch's convention)."""
+        return _ops.Relu.apply(self)
+
+    def astype(self, dtype) -> "Tensor":
+        """Cast to ``dtype`` (differentiable between floating dtypes)."""
+        return _ops.Cast.apply(self, dtype=np.dtype(dtype))
+
+    # ---------------------------------------------------------------- reductions
+    def sum(self, axis=None, keepdims: bool = False) -> "Tensor":
+        """Sum over ``axis`` (None, int or tuple; negative allowed), as ``np.sum``."""
+        return _ops.Sum.apply(self, axis=axis, keepdims=keepdims)
+
+    def mean(self, axis=None, keepdims: bool = False) -> "Tensor":
+        """Mean over ``axis`` (None, int or tuple; negative allowed), as ``np.mean``."""
+        return _ops.Mean.apply(self, axis=axis, keepdims=keepdims)
+
+    def max(self, axis=None, keepdims: bool = False) -> "Tensor":
+        """Max over ``axis``, as ``np.max``; the gradient is split evenly among tied maxima
+        (``torch.amax``'s rule)."""
+        return _ops.Max.apply(self, axis=axis, keepdims=keepdims)
+
+    # ---------------------------------------------------------------- shape
+    def reshape(self, *shape) -> "Tensor":
+        """Reshape, as ``np.reshape``; accepts ``reshape(2, 3)`` or ``reshape((2, 3))``."""
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return _ops.Reshape.apply(self, shape=shape)
+
+    def transpose(self, *axes) -> "Tensor":
+        """Permute axes, as ``np.transpose``: no arguments reverse them."""
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = tuple(axes[0])
+        return _ops.Transpose.apply(self, axes=axes if axes else None)
+
+    @property
+    def T(self) -> "Tensor":
+        """All axes reversed (``np.ndarray.T``)."""
+        return self.transpose()
+
+    def swapaxes(self, axis1: int, axis2: int) -> "Tensor":
+        """Swap two axes, as ``np.swapaxes``."""
+        perm = list(range(self.ndim))
+        a1, a2 = perm[axis1], perm[axis2]
+        perm[a1], perm[a2] = a2, a1
+        return _ops.Transpose.apply(self, axes=tuple(perm))
+
+    def broadcast_to(self, shape) -> "Tensor":
+        """Broadcast to ``shape``, as ``np.broadcast_to``."""
+        return _ops.BroadcastTo.apply(self, shape=tuple(shape))
+
+    def masked_fill(self, mask, value: float) -> "Tensor":
+        """Where ``mask`` (bool, broadcastable) is True, ``value``; elsewhere ``self``."""
+        return _ops.masked_fill(self, mask, value)
+
+    def split(self, indices_or_sections, axis: int = 0):
+        """Split along ``axis``, as ``np.split``; returns a list of Tensors."""
+        return _ops.split(self, indices_or_sections, axis=axis)
+
+
+def _plain(x):
+    return x.data if isinstance(x, Tensor) else x
+
+
+def _index_arrays(index):
+    """Replace Tensors inside an index by their arrays."""
+    if isinstance(index, Tensor):
+        return index.data
+    if isinstance(index, tuple):
+        return tuple(i.data if isinstance(i, Tensor) else i for i in index)
+    if isinstance(index, list):
+        return np.asarray([i.data if isinstance(i, Tensor) else i for i in index])
+    return index
+
+
+def _toposort(root: Tensor) -> list:
+    """Tensors that require grad reachable from ``root``, inputs before outputs (no recursion)."""
+    order, visited = [], set()
+    stack = [(root, False)]
+    while stack:
+        t, done = stack.pop()
+        if done:
+            order.append(t)
+            continue
+        if id(t) in visited:
+            continue
+        visited.add(id(t))
+        stack.append((t, True))
+        if t._ctx is not None:
+            for inp in t._ctx.inputs:
+                if isinstance(inp, Tensor) and inp._requires_grad and id(inp) not in visited:
+                    stack.append((inp, False))
+    return order
+
+
+def _validate(ctx, grads) -> tuple:
+    """Check what a Function's backward returned; return one gradient per input."""
+    name = ctx.fn_cls.__name__
+    n = len(ctx.inputs)
+    if not isinstance(grads, tuple):
+        grads = (grads,)
+    if len(grads) != n:
+        raise RuntimeError(
+            f"{name}.backward returned {len(grads)} gradient(s), expected {n} (one per forward input)"
+        )
+    out = []
+    for i, (inp, g) in enumerate(zip(ctx.inputs, grads)):
+        if g is None or not isinstance(inp, Tensor) or not inp._requires_grad:
+            out.append(None)
+            continue
+        if not isinstance(g, np.ndarray):
+            if isinstance(g, np.generic):
+                g = np.asarray(g)
+            else:
+                raise RuntimeError(
+                    f"{name}.backward returned a {type(g).__name__} for input {i}; expected an "
+                    f"np.ndarray of shape {inp.shape} and dtype {inp.dtype}"
+                )
+        if g.shape != inp.shape:
+            raise RuntimeError(
+                f"{name}.backward returned a gradient of shape {g.shape} for input {i}, "
+                f"expected the input's shape {inp.shape}"
+            )
+        if g.dtype != inp.dtype:
+            raise RuntimeError(
+                f"{name}.backward returned a gradient of dtype {g.dtype} for input {i}, "
+                f"expected the input's dtype {inp.dtype}"
+            )
+        out.append(g)
+    return tuple(out)
+
+
+from . import ops as _ops  # noqa: E402  (ops needs Tensor defined first)
