@@ -1,0 +1,194 @@
+"""Rotary position embedding (RoPE), interleaved pairs, as one autograd node.
+
+Shapes: B batch, H heads, T sequence length, hs head size (head_dim, even).
+
+Forward (Su et al. 2021, "RoFormer", eq. 34; the interleaved convention of the seed's step 8):
+every pair (x[2i], x[2i+1]) of a head vector at position pos is rotated by the angle
+``theta_i = pos * base^(-2i/hs)``::
+
+    out = x * cos + rotate_half(x) * sin
+    rotate_half(x)[2i]   = -x[2i+1]
+    rotate_half(x)[2i+1] =  x[2i]
+
+where ``cos``/``sin`` hold cos(theta_i)/sin(theta_i) repeated for both members of pair i
+(``build_rope_cache``). Written per pair this is the 2x2 rotation
+``[o0, o1] = [[c, -s], [s, c]] @ [x0, x1]``.
+
+Cache: only ``cos`` and ``sin`` (references to the caller's constant arrays, not copies). The
+map is linear in x, so x itself is not needed for the gradient.
+
+Backward: the transpose of a rotation is the rotation by -theta. With ``rotate_half^T = -rotate_half``::
+
+    dx = dout * cos + rotate_half^T(dout * sin) = dout * cos - rotate_half(dout * sin)
+
+cos and sin are constants (no gradient).
+
+Derivation: docs/derivations.md, section RoPE.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from minigrad import Function, Tensor
+
+__all__ = ["build_rope_cache", "apply_rope", "rope_forward", "rope_backward", "rotate_half",
+           "RoPEFunction"]
+
+
+def build_rope_cache(seq_len, head_dim, base=10000, dtype=np.float32):
+    """The cos/sin tables of RoPE for positions ``0 .. seq_len-1`` (the seed's step 8).
+
+    Angle of pair i at position pos: ``pos * base^(-2i/head_dim)`` (RoFormer eq. 15), computed in
+    float64 and cast to ``dtype`` at the end, so positions past 1,000 keep their accuracy.
+
+    Args:
+        seq_len (int): number of positions T, >= 1.
+        head_dim (int): hs, even and >= 2.
+        base (float): the frequency base, > 0 (10000 in RoFormer).
+        dtype: floating dtype of the result (float32 default).
+
+    Returns:
+        (cos, sin): two np.ndarrays of shape (1, 1, seq_len, head_dim); column 2i and 2i+1 hold the
+        same angle (each angle repeated for its interleaved pair).
+
+    Raises:
+        ValueError: if head_dim is odd or < 2, seq_len < 1, or base <= 0.
+        TypeError: if seq_len/head_dim are not integers or dtype is not floating.
+    """
+    for name, v in (("seq_len", seq_len), ("head_dim", head_dim)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            raise TypeError(f"build_rope_cache: {name} must be an int, got {type(v).__name__}")
+    if seq_len < 1:
+        raise ValueError(f"build_rope_cache: seq_len must be >= 1, got {seq_len}")
+    if head_dim < 2 or head_dim % 2 != 0:
+        raise ValueError(
+            f"build_rope_cache: head_dim must be even and >= 2 (RoPE rotates pairs), got {head_dim}")
+    if not base > 0:
+        raise ValueError(f"build_rope_cache: base must be > 0, got {base}")
+    dtype = np.dtype(dtype)
+    if not np.issubdtype(dtype, np.floating):
+        raise TypeError(f"build_rope_cache: dtype must be floating, got {dtype}")
+    half = head_dim // 2
+    inv_freq = float(base) ** (-2.0 * np.arange(half, dtype=np.float64) / head_dim)  # (hs/2,)
+    pos = np.arange(seq_len, dtype=np.float64)                                      # (T,)
+    angles = np.outer(pos, inv_freq)                                                 # (T, hs/2)
+    cos = np.repeat(np.cos(angles), 2, axis=-1).astype(dtype)                        # (T, hs)
+    sin = np.repeat(np.sin(angles), 2, axis=-1).astype(dtype)                        # (T, hs)
+    return cos[None, None], sin[None, None]                                          # (1, 1, T, hs)
+
+
+def rotate_half(x):
+    """Interleaved ``rotate_half`` of the seed's step 8: pair (x0, x1) -> (-x1, x0).
+
+    Args:
+        x (np.ndarray): (..., hs), hs even.
+    Returns:
+        np.ndarray of x's shape and dtype.
+    """
+    r = np.empty(x.shape, dtype=x.dtype)
+    np.negative(x[..., 1::2], out=r[..., 0::2])  # r[2i]   = -x[2i+1]
+    r[..., 1::2] = x[..., 0::2]                   # r[2i+1] =  x[2i]
+    return r
+
+
+def rope_forward(x, cos, sin):
+    """``out = x * cos + rotate_half(x) * sin``.
+
+    Args:
+        x (np.ndarray): (B, H, T, hs) or any (..., T, hs), floating.
+        cos, sin (np.ndarray): broadcastable to x's shape without changing it, x's dtype.
+
+    Returns:
+        (out, cache): out (..., T, hs); cache = (cos, sin).
+    """
+    out = x * cos                     # term 1: x * cos            (B, H, T, hs)
+    rh = rotate_half(x)
+    rh *= sin                         # term 2: rotate_half(x) * sin
+    out += rh
+    return out, (cos, sin)
+
+
+def rope_backward(dout, cache):
+    """``dx = dout * cos - rotate_half(dout * sin)`` (the rotation by -theta).
+
+    Args:
+        dout (np.ndarray): gradient of the output, (..., T, hs).
+        cache: (cos, sin) from ``rope_forward``.
+
+    Returns:
+        dx (np.ndarray): dout's shape and dtype.
+    """
+    cos, sin = cache
+    dx = dout * cos                   # term 1: dout * cos
+    ds = dout * sin
+    dx -= rotate_half(ds)             # term 2: rotate_half^T(dout * sin) = -rotate_half(dout * sin)
+    return dx
+
+
+class RoPEFunction(Function):
+    """``minigrad.Function`` adapter for ``rope_forward`` / ``rope_backward`` (cos, sin constant)."""
+
+    @staticmethod
+    def forward(ctx, x, cos, sin):
+        out, cache = rope_forward(x, cos, sin)
+        ctx.save_for_backward(*cache)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        return rope_backward(dout, ctx.saved_tensors), None, None
+
+
+def _table(t, name, like):
+    if isinstance(t, Tensor):
+        if t.requires_grad:
+            raise ValueError(
+                f"apply_rope: {name} requires grad, but the RoPE table is a constant here; "
+                f"pass {name}.detach() or a NumPy array")
+        t = t.data
+    t = np.asarray(t)
+    if not np.issubdtype(t.dtype, np.floating):
+        raise TypeError(f"apply_rope: {name} must be floating, got dtype {t.dtype}")
+    if t.ndim > like.ndim:
+        raise ValueError(f"apply_rope: {name} has {t.ndim} dims, more than x's {like.ndim}")
+    try:
+        b = np.broadcast_shapes(t.shape, like.shape)
+    except ValueError:
+        b = None
+    if b != like.shape:
+        raise ValueError(
+            f"apply_rope: {name} of shape {t.shape} does not broadcast to x's shape {like.shape}; "
+            f"slice the cache to the sequence length first, e.g. {name}[:, :, :T]")
+    return t.astype(like.dtype, copy=False)
+
+
+def apply_rope(x, cos, sin):
+    """Rotate interleaved pairs of ``x`` by their RoPE angles (one node, hand-derived backward).
+
+    Args:
+        x (Tensor | np.ndarray): (B, H, T, hs) (any (..., T, hs)), floating, hs even. A plain
+            array is a constant.
+        cos, sin (np.ndarray | Tensor): the tables of ``build_rope_cache``, typically (1, 1, T, hs).
+            They must broadcast to x's shape without enlarging it (so a cache built for a longer
+            sequence must be sliced to T first: ``cos[:, :, :T]``). They are constants: a Tensor that
+            requires grad is refused. They are cast to x's dtype (float32 x -> float32 compute).
+
+    Returns:
+        Tensor: x's shape and dtype.
+
+    Raises:
+        TypeError: non-floating x, cos or sin.
+        ValueError: odd hs, x with fewer than 2 dims, or cos/sin not broadcastable to x.
+    """
+    xa = x.data if isinstance(x, Tensor) else np.asarray(x)
+    if not np.issubdtype(xa.dtype, np.floating):
+        raise TypeError(f"apply_rope: x must be floating, got dtype {xa.dtype}")
+    if xa.ndim < 2:
+        raise ValueError(f"apply_rope: x must be (..., T, hs), got shape {xa.shape}")
+    if xa.shape[-1] % 2 != 0:
+        raise ValueError(f"apply_rope: head size hs = {xa.shape[-1]} must be even (pairs are rotated)")
+    cos = _table(cos, "cos", xa)
+    sin = _table(sin, "sin", xa)
+    return RoPEFunction.apply(x if isinstance(x, Tensor) else xa, cos, sin)
