@@ -1,0 +1,262 @@
+"""Character-level data: corpus loading, tokenizer, train/val split, batches, evaluation windows.
+
+The recipe is the seed's (chapter "The Details That Matter", project 5 helpers ``char_tokenizer``,
+``encode``, ``get_batch``): the vocabulary is the sorted set of distinct characters of the corpus,
+the first 90% of the token ids train and the last 10% validate, and a batch is ``batch_size``
+random windows of ``block_size + 1`` consecutive tokens, split into inputs ``x`` and targets ``y``
+shifted by one.
+
+Shapes: N tokens in a split, B = batch_size, T = block_size. Token ids are ``np.int64``.
+
+Built-in corpus: ``gpt/corpus/pride_and_prejudice.txt``, the opening of Jane Austen's "Pride and
+Prejudice" (1813; Project Gutenberg eBook #1342, public domain), 1773 characters with exactly 48
+distinct ones; ``gpt/corpus/SOURCE.txt`` names the source.
+"""
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+__all__ = [
+    "BUILTIN_CORPUS_PATH",
+    "CharTokenizer",
+    "load_corpus",
+    "train_val_split",
+    "get_batch",
+    "eval_windows",
+    "check_split_length",
+    "uniform_baseline",
+]
+
+#: Path of the built-in corpus (package data).
+BUILTIN_CORPUS_PATH = Path(__file__).resolve().parent / "corpus" / "pride_and_prejudice.txt"
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class CharTokenizer:
+    """Character-level tokenizer: id ``i`` is the ``i``-th character of the sorted distinct set.
+
+    Same mapping as the seed's ``char_tokenizer(text) -> (stoi, itos, vocab_size)`` with
+    ``chars = sorted(set(text))``.
+
+    Args:
+        text: the corpus (a non-empty ``str``) whose characters form the vocabulary.
+
+    Attributes:
+        chars: the sorted distinct characters (``list[str]``).
+        stoi / itos: character -> id and id -> character dicts.
+        vocab_size: ``len(chars)``.
+
+    Raises:
+        TypeError: ``text`` is not a ``str``.  ValueError: ``text`` is empty.
+    """
+
+    def __init__(self, text: str) -> None:
+        if not isinstance(text, str):
+            raise TypeError(f"CharTokenizer expects a str, got {type(text).__name__}")
+        if not text:
+            raise ValueError("CharTokenizer needs a non-empty text to build its vocabulary")
+        self.chars: List[str] = sorted(set(text))
+        self.stoi: Dict[str, int] = {c: i for i, c in enumerate(self.chars)}
+        self.itos: Dict[int, str] = {i: c for i, c in enumerate(self.chars)}
+        # Lookup table from code point to id for a vectorised encode (-1 = unknown).
+        codes = np.array([ord(c) for c in self.chars], dtype=np.int64)
+        self._lut = np.full(int(codes.max()) + 1, -1, dtype=np.int64)
+        self._lut[codes] = np.arange(len(codes), dtype=np.int64)
+        self._chars_arr = np.array(self.chars)
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of distinct characters (``int``)."""
+        return len(self.chars)
+
+    def encode(self, text: str) -> np.ndarray:
+        """Map a string to its token ids, shape ``(len(text),)``, dtype ``int64``.
+
+        Raises:
+            TypeError: ``text`` is not a ``str``.
+            ValueError: ``text`` holds a character outside the vocabulary (named with its position).
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"encode expects a str, got {type(text).__name__}")
+        if not text:
+            return np.zeros(0, dtype=np.int64)
+        cps = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
+        ids = np.full(cps.shape, -1, dtype=np.int64)
+        inside = cps < self._lut.shape[0]
+        ids[inside] = self._lut[cps[inside]]
+        bad = np.flatnonzero(ids < 0)
+        if bad.size:
+            pos = int(bad[0])
+            raise ValueError(
+                f"character {text[pos]!r} at position {pos} is not in the vocabulary "
+                f"({bad.size} unknown character(s) in total)"
+            )
+        return ids
+
+    def decode(self, ids: Union[Sequence[int], np.ndarray]) -> str:
+        """Map token ids (any integer sequence or 1-D array) back to a string.
+
+        Raises:
+            TypeError: ``ids`` are not integers.  ValueError: an id is outside ``[0, vocab_size)``.
+        """
+        arr = np.asarray(ids)
+        if arr.size == 0:
+            return ""
+        if arr.ndim != 1:
+            raise ValueError(f"decode expects a 1-D sequence of ids, got shape {arr.shape}")
+        if not np.issubdtype(arr.dtype, np.integer):
+            raise TypeError(f"decode expects integer ids, got dtype {arr.dtype}")
+        bad = np.flatnonzero((arr < 0) | (arr >= self.vocab_size))
+        if bad.size:
+            raise ValueError(
+                f"token id {int(arr[bad[0]])} at position {int(bad[0])} is outside "
+                f"[0, {self.vocab_size})"
+            )
+        return "".join(self._chars_arr[arr].tolist())
+
+    def __repr__(self) -> str:
+        return f"CharTokenizer(vocab_size={self.vocab_size})"
+
+
+def load_corpus(path: Optional[PathLike] = None) -> str:
+    """Read a UTF-8 text corpus; ``path=None`` reads the built-in one.
+
+    Returns:
+        The text (``str``), exactly as stored (no newline translation: every character counts).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        IsADirectoryError: ``path`` is a directory.
+        ValueError: the file is not valid UTF-8, or is empty.
+    """
+    p = BUILTIN_CORPUS_PATH if path is None else Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"corpus file not found: {p}")
+    if p.is_dir():
+        raise IsADirectoryError(f"corpus path is a directory, not a text file: {p}")
+    raw = p.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"corpus file is not valid UTF-8: {p} (bad byte at offset {e.start})") from None
+    if text.startswith("\ufeff"):  # a UTF-8 byte-order mark is not text
+        text = text[1:]
+    if not text:
+        raise ValueError(f"corpus file is empty: {p}")
+    return text
+
+
+def train_val_split(data: np.ndarray, train_fraction: float = 0.9) -> Tuple[np.ndarray, np.ndarray]:
+    """Split token ids into the first ``int(train_fraction * N)`` and the rest (the seed's 90/10).
+
+    Returns views, not copies: ``(data[:n_train], data[n_train:])``.
+
+    Raises:
+        ValueError: ``data`` is not 1-D, or ``train_fraction`` is not in (0, 1).
+    """
+    data = np.asarray(data)
+    if data.ndim != 1:
+        raise ValueError(f"train_val_split expects 1-D token ids, got shape {data.shape}")
+    if not (isinstance(train_fraction, (int, float)) and 0.0 < train_fraction < 1.0):
+        raise ValueError(f"train_fraction must be in (0, 1), got {train_fraction!r}")
+    n_train = int(train_fraction * len(data))
+    return data[:n_train], data[n_train:]
+
+
+def check_split_length(data: np.ndarray, block_size: int, name: str = "split") -> None:
+    """Raise ValueError unless ``data`` holds at least ``block_size + 1`` tokens (one window).
+
+    Args:
+        data: 1-D token ids.  block_size: context length T.  name: the split's name for the message.
+    """
+    if not isinstance(block_size, (int, np.integer)) or isinstance(block_size, bool) or block_size < 1:
+        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
+    n = len(data)
+    if n < block_size + 1:
+        raise ValueError(
+            f"{name} has {n} tokens, fewer than block_size + 1 = {block_size + 1} "
+            f"(one input window and its shifted targets)"
+        )
+
+
+def get_batch(
+    data: np.ndarray, block_size: int, batch_size: int, rng: np.random.Generator
+) -> Tuple[np.ndarray, np.ndarray]:
+    """Draw ``batch_size`` random windows: inputs ``x`` and targets ``y = x`` shifted by one.
+
+    Start offsets ``i ~ Uniform{0, ..., N - T - 1}`` from ``rng.integers``; ``x[b] = data[i:i+T]``,
+    ``y[b] = data[i+1:i+T+1]``, gathered with one fancy index (no loop over the batch).
+    Every window of the split can be drawn; the seed's ``torch.randint(len(data) - T - 1)``
+    never draws the last one.
+
+    Args:
+        data: 1-D integer token ids, length N >= T + 1.
+        block_size: T.  batch_size: B.  rng: a ``numpy.random.Generator`` (advanced in place).
+
+    Returns:
+        ``(x, y)``, each shape ``(B, T)``, dtype ``int64``.
+
+    Raises:
+        TypeError: ``rng`` is not a Generator.  ValueError: ``data`` is too short or sizes are not
+        positive integers.
+    """
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+    if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    data = np.asarray(data)
+    check_split_length(data, block_size)
+    starts = rng.integers(0, len(data) - block_size, size=batch_size)  # (B,)
+    offsets = np.arange(block_size + 1)  # (T+1,)
+    windows = data[starts[:, None] + offsets[None, :]].astype(np.int64, copy=False)  # (B, T+1)
+    return windows[:, :-1], windows[:, 1:]
+
+
+def eval_windows(data: np.ndarray, block_size: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The fixed evaluation windows of a split: every target position counted exactly once.
+
+    Windows start at ``0, T, 2T, ...`` while a full window fits; if the split's tail is not
+    covered, one last window is aligned to the end (start ``N - T - 1``) and only its targets
+    not already covered are counted. Every position ``1..N-1`` is thus the target of exactly one
+    counted prediction.
+
+    Args:
+        data: 1-D token ids, length N >= T + 1.  block_size: T.
+
+    Returns:
+        ``(x, y, mask)``: ``x`` and ``y`` shape ``(W, T)`` int64 (``y`` is ``x`` shifted by one),
+        ``mask`` shape ``(W, T)`` bool, True where the target counts.
+
+    Raises:
+        ValueError: the split is shorter than ``block_size + 1``.
+    """
+    data = np.asarray(data)
+    check_split_length(data, block_size)
+    n = len(data)
+    last = n - block_size - 1  # last possible start
+    starts = np.arange(0, last + 1, block_size)  # (W,)
+    mask = np.ones((len(starts), block_size), dtype=bool)
+    covered_to = int(starts[-1]) + block_size  # targets 1..covered_to are covered
+    if covered_to < n - 1:
+        starts = np.append(starts, last)
+        tail = np.zeros((1, block_size), dtype=bool)
+        # the last window's targets are positions last+1 .. n-1; keep those > covered_to
+        tail[0, covered_to - last:] = True
+        mask = np.concatenate([mask, tail], axis=0)
+    offsets = np.arange(block_size + 1)
+    windows = data[starts[:, None] + offsets[None, :]].astype(np.int64, copy=False)  # (W, T+1)
+    return windows[:, :-1], windows[:, 1:], mask
+
+
+def uniform_baseline(vocab_size: int) -> float:
+    """Cross-entropy of the uniform distribution over ``vocab_size`` classes: ``ln(vocab_size)``."""
+    if not isinstance(vocab_size, (int, np.integer)) or vocab_size < 1:
+        raise ValueError(f"vocab_size must be a positive integer, got {vocab_size!r}")
+    return math.log(vocab_size)
+
