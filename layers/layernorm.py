@@ -1,0 +1,152 @@
+"""LayerNorm over the last axis, with a hand-derived backward.
+
+Shapes: x is (..., C) (in the GPT (B, T, C)); weight and bias are (C,). Below N is the number
+of rows, the product of the leading axes (B * T).
+
+Forward (Ba, Kiros & Hinton 2016, "Layer Normalization", eq. 4), per row::
+
+    mean = (1/C) sum_i x_i
+    var  = (1/C) sum_i (x_i - mean)^2          # biased, two-pass: never E[x^2] - E[x]^2
+    rstd = 1 / sqrt(var + eps)
+    xhat = (x - mean) * rstd
+    out  = weight * xhat + bias
+
+Cache: ``(xhat, weight, rstd)``. ``xhat`` (N x C) and ``rstd`` (N x 1) are exactly what the
+backward formula reads; saving them costs one (..., C) array and avoids recomputing the mean,
+the variance and a square root. ``x`` itself is not needed and is not kept.
+
+Backward (llm.c ``doc/layernorm/layernorm.md``), with ``dxhat = dout * weight``::
+
+    dbias   = sum over rows of dout
+    dweight = sum over rows of dout * xhat
+    dx      = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))     # means over C
+
+The three terms: the direct path through xhat, the path through the mean, and the path through
+the variance. For C = 1, xhat is exactly 0 and dxhat - mean(dxhat) is exactly 0, so dx = 0.
+
+Derivation: docs/derivations.md, section LayerNorm.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from minigrad import Function, Tensor
+
+__all__ = ["layernorm_forward", "layernorm_backward", "LayerNormFunction", "layer_norm"]
+
+
+def layernorm_forward(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float = 1e-5):
+    """LayerNorm forward in NumPy: ``out = weight * (x - mean) / sqrt(var + eps) + bias``.
+
+    Args:
+        x: (..., C) float array.
+        weight, bias: (C,) arrays of x's dtype.
+        eps: added to the biased variance.
+
+    Returns:
+        (out, cache): ``out`` of x's shape and dtype; ``cache = (xhat, weight, rstd)`` for
+        ``layernorm_backward``.
+    """
+    mean = x.mean(axis=-1, keepdims=True)               # (..., 1)
+    xc = x - mean                                       # (..., C)  centred
+    var = np.mean(xc * xc, axis=-1, keepdims=True)      # (..., 1)  biased variance, two-pass
+    rstd = 1.0 / np.sqrt(var + eps)                     # (..., 1)  reciprocal std
+    xhat = xc * rstd                                    # (..., C)  reuses no input memory
+    out = xhat * weight + bias                          # (..., C)
+    return out, (xhat, weight, rstd)
+
+
+def layernorm_backward(dout: np.ndarray, cache):
+    """LayerNorm backward in NumPy.
+
+    Args:
+        dout: (..., C) gradient of the loss with respect to ``out``.
+        cache: what ``layernorm_forward`` returned.
+
+    Returns:
+        (dx, dweight, dbias) with the shapes of x, weight and bias.
+    """
+    xhat, weight, rstd = cache
+    C = xhat.shape[-1]
+    dout2 = dout.reshape(-1, C)                                     # (N, C)
+    dbias = dout2.sum(axis=0)                                       # (C,)
+    dweight = np.einsum("nc,nc->c", dout2, xhat.reshape(-1, C))     # (C,)
+    dxhat = dout * weight                                           # (..., C)
+    dx = dxhat - dxhat.mean(axis=-1, keepdims=True)                 # term 1 - term 2: -mean(dxhat)
+    dx -= xhat * np.mean(dxhat * xhat, axis=-1, keepdims=True)      # term 3: -xhat * mean(dxhat * xhat)
+    dx *= rstd                                                      # scale by 1 / sqrt(var + eps)
+    return dx, dweight, dbias
+
+
+class LayerNormFunction(Function):
+    """One autograd node for LayerNorm: the NumPy pair above behind ``minigrad.Function``."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, eps=1e-5):
+        """Forward on arrays; keeps the cache on ``ctx``."""
+        out, cache = layernorm_forward(x, weight, bias, eps)
+        ctx.save_for_backward(*cache)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        """Gradients for (x, weight, bias), in their shapes and dtype."""
+        return layernorm_backward(dout, ctx.saved_tensors)
+
+
+def _float_array(t, name: str) -> np.ndarray:
+    """The array of a Tensor or array-like, which must have a floating dtype."""
+    a = t.data if isinstance(t, Tensor) else np.asarray(t)
+    if not np.issubdtype(a.dtype, np.floating):
+        raise TypeError(f"layer_norm: {name} must have a floating dtype, got {a.dtype}")
+    return a
+
+
+def _check_eps(eps, fn: str) -> float:
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not np.isfinite(eps) or eps < 0:
+        raise ValueError(f"{fn}: eps must be a finite number >= 0, got {eps!r}")
+    return float(eps)
+
+
+def layer_norm(x, weight, bias, eps: float = 1e-5) -> Tensor:
+    """Layer normalization over the last axis (``torch.nn.functional.layer_norm`` with
+    ``normalized_shape = (C,)``).
+
+    ``out = weight * (x - mean) / sqrt(var + eps) + bias``, biased variance (Ba et al. 2016).
+
+    Args:
+        x: Tensor (or array, taken as a constant) of shape (..., C), float32 or float64.
+        weight: (C,) gain, same dtype as x (a plain array is a constant).
+        bias: (C,) shift, same dtype as x (a plain array is a constant).
+        eps: number >= 0 added to the variance (default 1e-5, PyTorch's).
+
+    Returns:
+        Tensor of x's shape and dtype; one graph node with gradients for x, weight and bias.
+
+    Raises:
+        TypeError: a non-floating dtype, or weight/bias of a different dtype than x.
+        ValueError: x with no axis, weight/bias not of shape (C,), or a bad eps.
+    """
+    xa = _float_array(x, "x")
+    wa = _float_array(weight, "weight")
+    ba = _float_array(bias, "bias")
+    if xa.ndim == 0:
+        raise ValueError("layer_norm: x must have at least one axis (the normalized one)")
+    C = xa.shape[-1]
+    for name, a in (("weight", wa), ("bias", ba)):
+        if a.shape != (C,):
+            raise ValueError(
+                f"layer_norm: {name} has shape {a.shape}, expected ({C},) to match the last axis of x "
+                f"(x has shape {xa.shape})"
+            )
+        if a.dtype != xa.dtype:
+            raise TypeError(f"layer_norm: {name} is {a.dtype} but x is {xa.dtype}; use one dtype")
+    eps = _check_eps(eps, "layer_norm")
+    return LayerNormFunction.apply(
+        x if isinstance(x, Tensor) else xa,
+        weight if isinstance(weight, Tensor) else wa,
+        bias if isinstance(bias, Tensor) else ba,
+        eps=eps,
+    )
