@@ -1,0 +1,111 @@
+"""Softmax along one axis, numerically stable, as one autograd node.
+
+Shapes: any; the axis (last by default) has length C. In the GPT it runs on attention scores
+(B, H, T, T) inside ``layers/attention.py`` and on logits (B, T, V).
+
+Forward (Bridle 1990; the max-subtraction of every deep learning library)::
+
+    m = max_j x_j                       (per row; softmax is invariant to the shift)
+    y_i = exp(x_i - m) / sum_j exp(x_j - m)
+
+Subtracting the row max keeps every exponent <= 0, so nothing overflows (logits of 1e4 work)
+and the largest term is exactly 1, so the sum never underflows to 0.
+
+Cache: the output y (and the axis). The Jacobian is written in terms of y alone, so x and the
+exponentials are not kept.
+
+Backward (the Jacobian-vector product of J = diag(y) - y y^T, which is symmetric)::
+
+    dx = y * (dy - sum_j(dy_j * y_j))
+
+Derivation: docs/derivations.md, section Softmax.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from minigrad import Function, Tensor
+
+__all__ = ["softmax", "softmax_forward", "softmax_backward", "SoftmaxFunction"]
+
+
+def softmax_forward(x, axis=-1):
+    """Stable softmax of ``x`` along ``axis``.
+
+    Args:
+        x (np.ndarray): floating, any shape.
+        axis (int): the normalised axis.
+
+    Returns:
+        (y, cache): y has x's shape and dtype; cache = (y, axis).
+        A row that is entirely -inf gives NaN (as in PyTorch); a row with at least one finite
+        entry is well defined, with exact zeros where x is -inf.
+    """
+    m = np.max(x, axis=axis, keepdims=True)          # (..., 1, ...) row max
+    y = x - m                                        # shifted logits, all <= 0
+    np.exp(y, out=y)                                 # e = exp(x - m), in [0, 1]
+    y /= np.sum(y, axis=axis, keepdims=True)         # y = e / sum(e)
+    return y, (y, axis)
+
+
+def softmax_backward(dy, cache):
+    """``dx = y * (dy - sum(dy * y))``, the softmax Jacobian-vector product.
+
+    Args:
+        dy (np.ndarray): gradient of the output, y's shape.
+        cache: (y, axis) from ``softmax_forward``.
+
+    Returns:
+        dx (np.ndarray): y's shape and dtype.
+    """
+    y, axis = cache
+    dx = dy * y                                      # diag(y) dy
+    s = np.sum(dx, axis=axis, keepdims=True)         # y . dy, one number per row
+    dx -= y * s                                      # - y (y . dy)
+    return dx
+
+
+class SoftmaxFunction(Function):
+    """``minigrad.Function`` adapter for ``softmax_forward`` / ``softmax_backward``."""
+
+    @staticmethod
+    def forward(ctx, x, axis=-1):
+        y, (ycache, ax) = softmax_forward(x, axis)
+        ctx.save_for_backward(ycache)
+        ctx.axis = ax
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        (y,) = ctx.saved_tensors
+        return softmax_backward(dy, (y, ctx.axis))
+
+
+def softmax(x, axis=-1):
+    """Softmax of ``x`` along ``axis`` (``torch.nn.functional.softmax(x, dim=axis)``).
+
+    Args:
+        x (Tensor | np.ndarray): floating, at least 1-d; a plain array is a constant.
+        axis (int): the axis to normalise, -ndim <= axis < ndim.
+
+    Returns:
+        Tensor of x's shape and dtype.
+
+    Raises:
+        TypeError: non-floating x or a non-integer axis.
+        ValueError: a 0-d x, an axis out of range, or an empty axis.
+    """
+    xa = x.data if isinstance(x, Tensor) else np.asarray(x)
+    if not np.issubdtype(xa.dtype, np.floating):
+        raise TypeError(f"softmax: x must be floating, got dtype {xa.dtype}")
+    if isinstance(axis, bool) or not isinstance(axis, numbers.Integral):
+        raise TypeError(f"softmax: axis must be an int, got {type(axis).__name__}")
+    if xa.ndim == 0:
+        raise ValueError("softmax: x must have at least one dimension")
+    if not -xa.ndim <= axis < xa.ndim:
+        raise ValueError(f"softmax: axis {axis} out of range for x of shape {xa.shape}")
+    if xa.shape[axis] == 0:
+        raise ValueError(f"softmax: axis {axis} of x (shape {xa.shape}) is empty")
+    return SoftmaxFunction.apply(x if isinstance(x, Tensor) else xa, axis=int(axis))
