@@ -19,3 +19,5 @@ __all__ = [
     "concatenate", "stack", "split", "where", "masked_fill", "broadcast_to", "unbroadcast",
 ]
 __version__ = "0.1.0"
+from . import optim  # noqa: E402
+from .optim import AdamW, clip_grad_norm_  # noqa: E402
