@@ -1,0 +1,130 @@
+"""RMSNorm over the last axis, with a hand-derived backward.
+
+Shapes: x is (..., C) (in the GPT (B, T, C)); weight is (C,). N is the number of rows (B * T).
+
+Forward (Zhang & Sennrich 2019, "Root Mean Square Layer Normalization", eq. 4), per row::
+
+    ms   = (1/C) sum_i x_i^2
+    rstd = 1 / sqrt(ms + eps)
+    xhat = x * rstd
+    out  = weight * xhat
+
+No mean is subtracted and there is no bias. eps defaults to 1e-6 (the seed's build.py).
+
+Cache: ``(xhat, weight, rstd)``: the normalized input (..., C) and the per-row reciprocal
+root-mean-square (..., 1), exactly what the backward reads; x is not kept.
+
+Backward, with ``dxhat = dout * weight``::
+
+    dweight = sum over rows of dout * xhat
+    dx      = rstd * (dxhat - xhat * mean(dxhat * xhat))                    # mean over C
+
+The second term is the projection term: the path through ms removes from dxhat its component
+along xhat (exactly so when eps = 0, since then mean(xhat^2) = 1). For an all-zero row,
+xhat = 0 and dx = dxhat / sqrt(eps).
+
+Derivation: docs/derivations.md, section RMSNorm.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from minigrad import Function, Tensor
+
+__all__ = ["rmsnorm_forward", "rmsnorm_backward", "RMSNormFunction", "rms_norm"]
+
+
+def rmsnorm_forward(x: np.ndarray, weight: np.ndarray, eps: float = 1e-6):
+    """RMSNorm forward in NumPy: ``out = weight * x / sqrt(mean(x^2) + eps)``.
+
+    Args:
+        x: (..., C) float array.
+        weight: (C,) array of x's dtype.
+        eps: added to the mean square.
+
+    Returns:
+        (out, cache): ``out`` of x's shape and dtype; ``cache = (xhat, weight, rstd)``.
+    """
+    ms = np.mean(x * x, axis=-1, keepdims=True)         # (..., 1)  mean square
+    rstd = 1.0 / np.sqrt(ms + eps)                      # (..., 1)  reciprocal rms
+    xhat = x * rstd                                     # (..., C)
+    out = xhat * weight                                 # (..., C)
+    return out, (xhat, weight, rstd)
+
+
+def rmsnorm_backward(dout: np.ndarray, cache):
+    """RMSNorm backward in NumPy.
+
+    Args:
+        dout: (..., C) gradient of the loss with respect to ``out``.
+        cache: what ``rmsnorm_forward`` returned.
+
+    Returns:
+        (dx, dweight) with the shapes of x and weight.
+    """
+    xhat, weight, rstd = cache
+    C = xhat.shape[-1]
+    dweight = np.einsum("nc,nc->c", dout.reshape(-1, C), xhat.reshape(-1, C))   # (C,)
+    dxhat = dout * weight                                                       # (..., C)
+    dx = dxhat - xhat * np.mean(dxhat * xhat, axis=-1, keepdims=True)  # term 1 - projection term
+    dx *= rstd                                                         # scale by 1 / rms
+    return dx, dweight
+
+
+class RMSNormFunction(Function):
+    """One autograd node for RMSNorm: the NumPy pair above behind ``minigrad.Function``."""
+
+    @staticmethod
+    def forward(ctx, x, weight, eps=1e-6):
+        """Forward on arrays; keeps the cache on ``ctx``."""
+        out, cache = rmsnorm_forward(x, weight, eps)
+        ctx.save_for_backward(*cache)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        """Gradients for (x, weight), in their shapes and dtype."""
+        return rmsnorm_backward(dout, ctx.saved_tensors)
+
+
+def rms_norm(x, weight, eps: float = 1e-6) -> Tensor:
+    """Root-mean-square normalization over the last axis (``torch.nn.functional.rms_norm``).
+
+    ``out = weight * x / sqrt(mean(x^2) + eps)`` (Zhang & Sennrich 2019).
+
+    Args:
+        x: Tensor (or array, taken as a constant) of shape (..., C), float32 or float64.
+        weight: (C,) gain, same dtype as x (a plain array is a constant).
+        eps: number >= 0 added to the mean square (default 1e-6, the seed's build.py).
+
+    Returns:
+        Tensor of x's shape and dtype; one graph node with gradients for x and weight.
+
+    Raises:
+        TypeError: a non-floating dtype, or weight of a different dtype than x.
+        ValueError: x with no axis, weight not of shape (C,), or a bad eps.
+    """
+    xa = x.data if isinstance(x, Tensor) else np.asarray(x)
+    wa = weight.data if isinstance(weight, Tensor) else np.asarray(weight)
+    for name, a in (("x", xa), ("weight", wa)):
+        if not np.issubdtype(a.dtype, np.floating):
+            raise TypeError(f"rms_norm: {name} must have a floating dtype, got {a.dtype}")
+    if xa.ndim == 0:
+        raise ValueError("rms_norm: x must have at least one axis (the normalized one)")
+    C = xa.shape[-1]
+    if wa.shape != (C,):
+        raise ValueError(
+            f"rms_norm: weight has shape {wa.shape}, expected ({C},) to match the last axis of x "
+            f"(x has shape {xa.shape})"
+        )
+    if wa.dtype != xa.dtype:
+        raise TypeError(f"rms_norm: weight is {wa.dtype} but x is {xa.dtype}; use one dtype")
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not np.isfinite(eps) or eps < 0:
+        raise ValueError(f"rms_norm: eps must be a finite number >= 0, got {eps!r}")
+    return RMSNormFunction.apply(
+        x if isinstance(x, Tensor) else xa,
+        weight if isinstance(weight, Tensor) else wa,
+        eps=float(eps),
+    )
