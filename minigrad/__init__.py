@@ -3,19 +3,19 @@
 Public API::
 
     Tensor, Function, no_grad, enable_grad, set_grad_enabled, is_grad_enabled,
-    gradcheck, GradcheckError, Module, Parameter, ModuleList,
+    gradcheck, gradcheck_report, GradcheckError, GradcheckReport, Module, Parameter, ModuleList,
     concatenate, stack, split, where, masked_fill, broadcast_to
 """
 from .function import Context, Function
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .tensor import Tensor
 from .ops import broadcast_to, concatenate, masked_fill, split, stack, where, unbroadcast
-from .gradcheck import GradcheckError, gradcheck
+from .gradcheck import GradcheckError, GradcheckReport, gradcheck, gradcheck_report
 from .module import Module, ModuleList, Parameter
 
 __all__ = [
     "Context", "Function", "Tensor", "no_grad", "enable_grad", "set_grad_enabled",
-    "is_grad_enabled", "gradcheck", "GradcheckError", "Module", "ModuleList", "Parameter",
+    "is_grad_enabled", "gradcheck", "GradcheckError", "GradcheckReport", "gradcheck_report", "Module", "ModuleList", "Parameter",
     "concatenate", "stack", "split", "where", "masked_fill", "broadcast_to", "unbroadcast",
 ]
 __version__ = "0.1.0"
