@@ -1,0 +1,112 @@
+"""``GPTConfig``: one configuration, variants chosen by fields (nanoGPT's ``GPTConfig``).
+
+Defaults are the seed's tiny model (block 32, 2 layers, 4 heads, d_model 64; the seed's
+``build.py`` for "The Details That Matter"). ``norm`` picks LayerNorm or RMSNorm, ``mlp`` the
+feed-forward block (GELU or ReLU² MLP d -> 4d -> d, or SwiGLU with hidden int(8/3 d)), ``pos``
+learned absolute position embeddings or RoPE applied to queries and keys.
+"""
+from __future__ import annotations
+
+import numbers
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Dict
+
+import numpy as np
+
+NORMS = ("ln", "rms")
+MLPS = ("gelu", "swiglu", "relu2")
+POSITIONS = ("learned", "rope")
+DTYPES = ("float32", "float64")
+
+
+@dataclass
+class GPTConfig:
+    """Hyperparameters of a ``gpt.GPT``.
+
+    Args:
+        vocab_size (int): number of token ids V (> 0).
+        block_size (int): the longest context T the model accepts (> 0).
+        n_layers (int): number of transformer blocks (> 0).
+        n_heads (int): attention heads; must divide ``d_model``.
+        d_model (int): width C of the residual stream (> 0).
+        norm (str): "ln" (LayerNorm, eps 1e-5) or "rms" (RMSNorm, eps 1e-6).
+        mlp (str): "gelu" (tanh GELU MLP), "relu2" (ReLU² MLP) or "swiglu".
+        pos (str): "learned" (position embedding table) or "rope" (rotary, needs an even
+            head_dim = d_model // n_heads).
+        dtype (str): "float32" or "float64", the dtype of every parameter and activation.
+
+    Raises:
+        TypeError: if an integer field is not an int (bools are rejected) or a choice field
+            is not a str.
+        ValueError: naming the field, for a non-positive size, ``n_heads`` not dividing
+            ``d_model``, an odd head_dim with ``pos="rope"``, or an unknown choice.
+    """
+
+    vocab_size: int
+    block_size: int = 32
+    n_layers: int = 2
+    n_heads: int = 4
+    d_model: int = 64
+    norm: str = "ln"
+    mlp: str = "gelu"
+    pos: str = "learned"
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "block_size", "n_layers", "n_heads", "d_model"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+                raise TypeError(f"GPTConfig.{name} must be an int, got {v!r}")
+            if v <= 0:
+                raise ValueError(f"GPTConfig.{name} must be a positive integer, got {v}")
+            setattr(self, name, int(v))
+        if isinstance(self.dtype, np.dtype) or isinstance(self.dtype, type):
+            self.dtype = np.dtype(self.dtype).name
+        for name, choices in (("norm", NORMS), ("mlp", MLPS), ("pos", POSITIONS),
+                              ("dtype", DTYPES)):
+            v = getattr(self, name)
+            if not isinstance(v, str):
+                raise TypeError(f"GPTConfig.{name} must be a str, one of {choices}, got {v!r}")
+            if v not in choices:
+                raise ValueError(f"GPTConfig.{name} must be one of {choices}, got {v!r}")
+        if self.d_model % self.n_heads != 0:
+            raise ValueError(
+                f"GPTConfig: n_heads={self.n_heads} does not divide d_model={self.d_model}"
+            )
+        if self.pos == "rope" and self.head_dim % 2 != 0:
+            raise ValueError(
+                f"GPTConfig: pos='rope' needs an even head_dim, but d_model // n_heads = "
+                f"{self.d_model} // {self.n_heads} = {self.head_dim} is odd"
+            )
+
+    @property
+    def head_dim(self) -> int:
+        """Width of one attention head, ``d_model // n_heads``."""
+        return self.d_model // self.n_heads
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        """``np.dtype(self.dtype)``."""
+        return np.dtype(self.dtype)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The fields as a plain dict (JSON-serialisable)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "GPTConfig":
+        """Build a config from ``to_dict()``'s output.
+
+        Raises:
+            ValueError: on a key that is not a field (naming it), or as the constructor.
+            TypeError: if ``d`` is not a mapping, or as the constructor.
+        """
+        if not hasattr(d, "keys"):
+            raise TypeError(f"GPTConfig.from_dict expects a mapping, got {type(d).__name__}")
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ValueError(f"GPTConfig.from_dict: unknown field(s) {unknown}")
+        if "vocab_size" not in d:
+            raise ValueError("GPTConfig.from_dict: missing field 'vocab_size'")
+        return cls(**dict(d))

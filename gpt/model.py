@@ -1,0 +1,173 @@
+"""``GPT``: a decoder-only transformer on minigrad and the hand-derived layers.
+
+Shape letters: B batch, T sequence length (<= block_size), C = d_model, V = vocab_size.
+
+Architecture (GPT-2 / nanoGPT pre-norm; the seed's ``ModernGPT``)::
+
+    x = token_embedding(idx) [+ position_embedding(0..T-1) when pos="learned"]   # (B, T, C)
+    for each block:
+        x = x + attn(ln1(x))          # causal self-attention (RoPE on q, k when pos="rope")
+        x = x + mlp(ln2(x))           # GELU / ReLU² MLP or SwiGLU
+    x = ln_f(x)
+    logits = x @ token_embedding.weight^T                                       # (B, T, V)
+    loss = cross_entropy(logits.reshape(B*T, V), targets.reshape(B*T))
+
+The output projection is tied to the token embedding (Press & Wolf 2017, "Using the Output
+Embedding to Improve Language Models"): one array, used twice, so its gradient is the sum of the
+embedding's scatter-add and the output projection's ``dlogits^T x``; it is counted once.
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import numpy as np
+
+from minigrad import Module, ModuleList, Tensor
+from layers.functional import cross_entropy, embedding, linear
+from layers.modules import MLP, CausalSelfAttention, Embedding, LayerNorm, RMSNorm, SwiGLU
+
+from .config import GPTConfig
+
+__all__ = ["Block", "GPT"]
+
+
+def _norm(config: GPTConfig, dt):
+    if config.norm == "ln":
+        return LayerNorm(config.d_model, eps=1e-5, dtype=dt)
+    return RMSNorm(config.d_model, eps=1e-6, dtype=dt)
+
+
+class Block(Module):
+    """One pre-norm transformer block: ``x + attn(ln1(x))``, then ``x + mlp(ln2(x))``.
+
+    Args:
+        config (GPTConfig): widths and variant choices.
+        rng (np.random.Generator): init source; draws happen in the order attn (c_attn weight,
+            bias, c_proj weight, bias), then mlp (c_fc weight, bias, c_proj weight, bias; or
+            gate_proj, up_proj, down_proj weights). The norms draw nothing.
+
+    Parameters: ``ln1.*``, ``attn.c_attn.*``, ``attn.c_proj.*``, ``ln2.*``, ``mlp.*``.
+    Shapes: x (B, T, C) -> (B, T, C).
+    """
+
+    def __init__(self, config: GPTConfig, rng: np.random.Generator) -> None:
+        super().__init__()
+        dt = config.np_dtype
+        self.ln1 = _norm(config, dt)
+        self.attn = CausalSelfAttention(config.d_model, config.n_heads,
+                                        rope=config.pos == "rope", block_size=config.block_size,
+                                        rng=rng, dtype=dt)
+        self.ln2 = _norm(config, dt)
+        if config.mlp == "swiglu":
+            self.mlp = SwiGLU(config.d_model, rng=rng, dtype=dt)
+        else:
+            self.mlp = MLP(config.d_model, activation=config.mlp, rng=rng, dtype=dt)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x + self.attn(self.ln1(x))   # (B, T, C)
+        x = x + self.mlp(self.ln2(x))    # (B, T, C)
+        return x
+
+
+class GPT(Module):
+    """A small GPT whose variants are chosen by ``GPTConfig`` fields.
+
+    Args:
+        config (GPTConfig): the model's hyperparameters (a dict is also accepted and passed
+            to ``GPTConfig.from_dict``).
+        seed (int): seed of the ``np.random.default_rng`` that initialises the weights.
+
+    Initialisation (PyTorch's defaults, one Generator, this fixed order):
+    ``token_embedding.weight`` ~ N(0, 1); ``position_embedding.weight`` ~ N(0, 1) (only with
+    pos="learned"); then for each block i in order its attention and MLP Linear layers (see
+    ``Block``), each weight then bias ~ U(±1/sqrt(in_features)); norm gains 1, biases 0.
+
+    Parameter names (PyTorch's): ``token_embedding.weight`` (V, C),
+    ``position_embedding.weight`` (block_size, C), ``blocks.{i}.ln1.weight/bias``,
+    ``blocks.{i}.attn.c_attn.weight`` (3C, C) / ``bias``, ``blocks.{i}.attn.c_proj.weight``
+    (C, C) / ``bias``, ``blocks.{i}.ln2.*``, ``blocks.{i}.mlp.c_fc.*`` and
+    ``blocks.{i}.mlp.c_proj.*`` or ``blocks.{i}.mlp.gate_proj/up_proj/down_proj.weight``,
+    ``ln_f.*``. RMSNorm has no bias. There is no separate ``lm_head`` parameter (weight tying).
+
+    Attributes:
+        config (GPTConfig)
+        dtype (np.dtype): dtype of every parameter and activation.
+
+    Raises:
+        TypeError: if ``config`` is not a GPTConfig (or dict) or ``seed`` is not an int.
+    """
+
+    def __init__(self, config: GPTConfig, seed: int = 0) -> None:
+        super().__init__()
+        if isinstance(config, dict):
+            config = GPTConfig.from_dict(config)
+        if not isinstance(config, GPTConfig):
+            raise TypeError(f"GPT expects a GPTConfig, got {type(config).__name__}")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise TypeError(f"seed must be an int, got {seed!r}")
+        object.__setattr__(self, "config", config)
+        dt = config.np_dtype
+        object.__setattr__(self, "dtype", dt)
+        rng = np.random.default_rng(int(seed))
+        self.token_embedding = Embedding(config.vocab_size, config.d_model, rng=rng, dtype=dt)
+        if config.pos == "learned":
+            self.position_embedding = Embedding(config.block_size, config.d_model, rng=rng,
+                                                dtype=dt)
+        self.blocks = ModuleList([Block(config, rng) for _ in range(config.n_layers)])
+        self.ln_f = _norm(config, dt)
+        positions = np.arange(config.block_size, dtype=np.int64)
+        object.__setattr__(self, "_positions", positions)
+
+    def _check_idx(self, idx, name: str) -> np.ndarray:
+        a = idx.data if isinstance(idx, Tensor) else np.asarray(idx)
+        if a.dtype.kind not in "iu":
+            raise TypeError(f"{name} must be an integer array, got dtype {a.dtype}")
+        if a.ndim != 2:
+            raise ValueError(f"{name} must have shape (B, T), got {a.shape}")
+        if a.shape[0] == 0 or a.shape[1] == 0:
+            raise ValueError(f"{name} must be non-empty, got shape {a.shape}")
+        if a.shape[1] > self.config.block_size:
+            raise ValueError(
+                f"{name} has sequence length {a.shape[1]} > block_size {self.config.block_size}"
+            )
+        lo, hi = a.min(), a.max()
+        if lo < 0 or hi >= self.config.vocab_size:
+            bad = lo if lo < 0 else hi
+            raise ValueError(
+                f"{name} holds token id {int(bad)} outside [0, {self.config.vocab_size})"
+            )
+        return a
+
+    def forward(self, idx, targets=None) -> Tuple[Tensor, Optional[Tensor]]:
+        """Logits for every position and, with targets, the mean cross-entropy loss.
+
+        Args:
+            idx: integer array or Tensor (B, T), token ids in [0, vocab_size), T <= block_size.
+            targets: optional integer array or Tensor (B, T), the next-token ids.
+
+        Returns:
+            (logits, loss): logits a Tensor (B, T, V) of the model's dtype; loss a scalar
+            Tensor (mean over the B*T positions) or None without targets.
+
+        Raises:
+            TypeError: if idx/targets are not integer arrays.
+            ValueError: on a wrong shape, T > block_size, a token id outside the vocabulary,
+                or targets of a different shape than idx.
+        """
+        idx = self._check_idx(idx, "idx")
+        B, T = idx.shape
+        x = embedding(idx, self.token_embedding.weight)                      # (B, T, C)
+        if self.config.pos == "learned":
+            x = x + embedding(self._positions[:T], self.position_embedding.weight)  # (T, C) bcast
+        for block in self.blocks:
+            x = block(x)                                                      # (B, T, C)
+        x = self.ln_f(x)                                                      # (B, T, C)
+        logits = linear(x, self.token_embedding.weight)                       # (B, T, V) tied
+        if targets is None:
+            return logits, None
+        targets = self._check_idx(targets, "targets")
+        if targets.shape != idx.shape:
+            raise ValueError(f"targets shape {targets.shape} differs from idx shape {idx.shape}")
+        V = self.config.vocab_size
+        loss = cross_entropy(logits.reshape(B * T, V), targets.reshape(B * T))  # scalar
+        return logits, loss
