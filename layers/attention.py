@@ -1,0 +1,155 @@
+"""Scaled dot-product attention core, optionally causal, as ONE autograd node.
+
+Shapes: B batch, H heads, T sequence length (Tq queries, Tk keys; Tq = Tk = T in the GPT), hs head
+size. q (B, H, Tq, hs), k (B, H, Tk, hs), v (B, H, Tk, hv); any leading batch dims, identical for
+q, k and v (no broadcasting between them).
+
+Forward (Vaswani et al. 2017, "Attention Is All You Need", eq. 1; causal mask as in GPT)::
+
+    S = q k^T / sqrt(hs)                    (B, H, Tq, Tk)   scores
+    S_ij = -inf where j > i   (is_causal; top-left aligned, as torch's is_causal)
+    P = softmax(S)  along the last axis     (B, H, Tq, Tk)   attention weights
+    out = P v                               (B, H, Tq, hv)
+
+Under the causal mask row i always sees position 0, so every row has a finite max, the masked
+entries become exp(-inf) = 0 exactly, and no NaN can appear. P is exactly 0 at future positions,
+so every gradient that flows to a future token is exactly 0.
+
+Cache: q, k, v (references to the inputs) and P (B, H, Tq, Tk). P is the one intermediate that
+both backward products need; recomputing it would cost a second matmul and softmax (the
+flash-attention trade, not taken here at T = 32). S is not kept: the softmax backward needs only P.
+
+Backward (the matmul rule dA = dC B^T, dB = A^T dC twice, and the softmax JVP between)::
+
+    dv = P^T dout                            (B, H, Tk, hv)
+    dP = dout v^T                            (B, H, Tq, Tk)
+    dS = P * (dP - rowsum(dP * P))           (B, H, Tq, Tk)   softmax JVP; 0 where masked
+    dq = dS k / sqrt(hs)                     (B, H, Tq, hs)
+    dk = dS^T q / sqrt(hs)                   (B, H, Tk, hs)
+
+Derivation: docs/derivations.md, section Attention.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from minigrad import Function, Tensor
+
+__all__ = ["scaled_dot_product_attention", "attention_forward", "attention_backward",
+           "AttentionFunction"]
+
+
+def _future_mask(tq, tk):
+    """(Tq, Tk) bool, True where key j lies in the future of query i (j > i)."""
+    return np.triu(np.ones((tq, tk), dtype=bool), k=1)
+
+
+def attention_forward(q, k, v, is_causal=False):
+    """``softmax(q k^T / sqrt(hs) + mask) v``.
+
+    Args:
+        q (np.ndarray): (..., Tq, hs); k (..., Tk, hs); v (..., Tk, hv); one floating dtype.
+        is_causal (bool): mask keys j > i.
+
+    Returns:
+        (out, cache): out (..., Tq, hv); cache = (q, k, v, P, scale).
+    """
+    scale = q.dtype.type(1.0 / np.sqrt(q.shape[-1]))  # 1/sqrt(hs) in the inputs' dtype
+    P = q @ np.swapaxes(k, -1, -2)                    # (B, H, Tq, Tk) raw scores
+    P *= scale                                        # S = q k^T / sqrt(hs)
+    if is_causal:
+        np.copyto(P, -np.inf, where=_future_mask(P.shape[-2], P.shape[-1]))  # S_ij = -inf, j > i
+    P -= np.max(P, axis=-1, keepdims=True)            # row max is finite: column 0 is visible
+    np.exp(P, out=P)                                  # exp(-inf) = 0 exactly at masked entries
+    P /= np.sum(P, axis=-1, keepdims=True)            # P = softmax(S)        (B, H, Tq, Tk)
+    out = P @ v                                       # (B, H, Tq, hv)
+    return out, (q, k, v, P, scale)
+
+
+def attention_backward(dout, cache, needs=(True, True, True)):
+    """Gradients of ``attention_forward`` for q, k and v.
+
+    Args:
+        dout (np.ndarray): (..., Tq, hv).
+        cache: (q, k, v, P, scale) from ``attention_forward``.
+        needs (tuple[bool, bool, bool]): which of dq, dk, dv to compute (None otherwise).
+
+    Returns:
+        (dq, dk, dv): each with its input's shape and dtype, or None when not needed.
+    """
+    q, k, v, P, scale = cache
+    dv = np.swapaxes(P, -1, -2) @ dout if needs[2] else None   # dv = P^T dout   (B, H, Tk, hv)
+    if not (needs[0] or needs[1]):
+        return None, None, dv
+    dS = dout @ np.swapaxes(v, -1, -2)                # dP = dout v^T             (B, H, Tq, Tk)
+    dS *= P                                           # P * dP
+    rs = np.sum(dS, axis=-1, keepdims=True)           # rowsum(dP * P)            (B, H, Tq, 1)
+    dS -= P * rs                                      # dS = P * (dP - rowsum(dP * P))
+    dS *= scale                                       # fold 1/sqrt(hs) in once
+    dq = dS @ k if needs[0] else None                 # dq = dS k / sqrt(hs)      (B, H, Tq, hs)
+    dk = np.swapaxes(dS, -1, -2) @ q if needs[1] else None  # dk = dS^T q / sqrt(hs) (B, H, Tk, hs)
+    return dq, dk, dv
+
+
+class AttentionFunction(Function):
+    """``minigrad.Function`` adapter for ``attention_forward`` / ``attention_backward``."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, is_causal=False):
+        out, (q, k, v, P, scale) = attention_forward(q, k, v, is_causal)
+        ctx.save_for_backward(q, k, v, P)
+        ctx.scale = scale
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, P = ctx.saved_tensors
+        return attention_backward(dout, (q, k, v, P, ctx.scale), ctx.needs_input_grad)
+
+
+def scaled_dot_product_attention(q, k, v, is_causal=False):
+    """Attention core ``softmax(q k^T / sqrt(hs) + mask) v``, one node with a hand-derived backward
+    (``torch.nn.functional.scaled_dot_product_attention`` without dropout, attn_mask or scale).
+
+    Args:
+        q (Tensor | np.ndarray): (B, H, Tq, hs); any leading dims (at least 2-d in all).
+        k (Tensor | np.ndarray): (B, H, Tk, hs).
+        v (Tensor | np.ndarray): (B, H, Tk, hv).
+            All floating with one dtype, the same leading dims; plain arrays are constants.
+        is_causal (bool): mask future keys (j > i), aligned to the top-left like PyTorch.
+
+    Returns:
+        Tensor (B, H, Tq, hv) of the inputs' dtype.
+
+    Raises:
+        TypeError: non-floating inputs, mixed dtypes, or a non-bool is_causal.
+        ValueError: mismatched shapes, fewer than 2 dims, or an empty sequence or head.
+    """
+    arrs = [t.data if isinstance(t, Tensor) else np.asarray(t) for t in (q, k, v)]
+    for name, a in zip("qkv", arrs):
+        if not np.issubdtype(a.dtype, np.floating):
+            raise TypeError(f"scaled_dot_product_attention: {name} must be floating, got {a.dtype}")
+        if a.ndim < 2:
+            raise ValueError(
+                f"scaled_dot_product_attention: {name} must be (..., T, hs), got shape {a.shape}")
+    qa, ka, va = arrs
+    if not (qa.dtype == ka.dtype == va.dtype):
+        raise TypeError(f"scaled_dot_product_attention: q, k, v must share one dtype, got "
+                        f"{qa.dtype}, {ka.dtype}, {va.dtype}")
+    if not isinstance(is_causal, (bool, np.bool_)):
+        raise TypeError(f"scaled_dot_product_attention: is_causal must be a bool, got "
+                        f"{type(is_causal).__name__}")
+    if not (qa.shape[:-2] == ka.shape[:-2] == va.shape[:-2]):
+        raise ValueError(f"scaled_dot_product_attention: leading dims of q {qa.shape}, k {ka.shape}, "
+                         f"v {va.shape} must be equal")
+    if qa.shape[-1] != ka.shape[-1]:
+        raise ValueError(f"scaled_dot_product_attention: q and k head sizes differ: q {qa.shape}, "
+                         f"k {ka.shape}")
+    if ka.shape[-2] != va.shape[-2]:
+        raise ValueError(f"scaled_dot_product_attention: k and v lengths differ: k {ka.shape}, "
+                         f"v {va.shape}")
+    if qa.shape[-2] == 0 or ka.shape[-2] == 0 or qa.shape[-1] == 0:
+        raise ValueError(f"scaled_dot_product_attention: empty sequence or head: q {qa.shape}, "
+                         f"k {ka.shape}")
+    args = [t if isinstance(t, Tensor) else a for t, a in zip((q, k, v), arrs)]
+    return AttentionFunction.apply(*args, is_causal=bool(is_causal))
