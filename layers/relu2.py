@@ -1,0 +1,82 @@
+"""ReLU², the squared ReLU, with a hand-derived backward.
+
+Shapes: elementwise; x is any shape (in the GPT MLP (B, T, 4C)).
+
+Forward (So et al. 2021, "Primer: Searching for Efficient Transformers for Language
+Modeling", sec. 3; the seed's step 6)::
+
+    r   = max(x, 0)
+    out = r^2
+
+Cache: ``r``, the one array the backward reads (x itself is not needed: r carries both the
+value and the mask x > 0).
+
+Backward::
+
+    dx = dout * 2 r
+
+The derivative is continuous: 2 max(x, 0) is 0 at x = 0 from both sides, so there is no kink
+convention to choose (unlike ReLU).
+
+Derivation: docs/derivations.md, section ReLU².
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from minigrad import Function, Tensor
+
+__all__ = ["relu2_forward", "relu2_backward", "ReLU2Function", "relu2"]
+
+
+def relu2_forward(x: np.ndarray):
+    """ReLU² forward in NumPy: ``out = max(x, 0)^2``.
+
+    Returns:
+        (out, cache): ``out`` in x's shape and dtype; ``cache = r = max(x, 0)``.
+    """
+    r = np.maximum(x, 0)    # relu(x); the integer 0 keeps x's dtype
+    return r * r, r
+
+
+def relu2_backward(dout: np.ndarray, cache):
+    """ReLU² backward in NumPy: ``dx = dout * 2 max(x, 0)``."""
+    r = cache
+    dx = dout * r
+    dx *= 2
+    return dx
+
+
+class ReLU2Function(Function):
+    """One autograd node for ReLU²: the NumPy pair above behind ``minigrad.Function``."""
+
+    @staticmethod
+    def forward(ctx, x):
+        """Forward on arrays; keeps ``r = max(x, 0)``."""
+        out, r = relu2_forward(x)
+        ctx.save_for_backward(r)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        """Gradient for x, in its shape and dtype."""
+        (r,) = ctx.saved_tensors
+        return relu2_backward(dout, r)
+
+
+def relu2(x) -> Tensor:
+    """Squared ReLU, ``relu(x)^2`` (So et al. 2021, Primer).
+
+    Args:
+        x: Tensor (or array, taken as a constant), float32 or float64, any shape.
+
+    Returns:
+        Tensor of x's shape and dtype; one graph node.
+
+    Raises:
+        TypeError: x of a non-floating dtype.
+    """
+    xa = x.data if isinstance(x, Tensor) else np.asarray(x)
+    if not np.issubdtype(xa.dtype, np.floating):
+        raise TypeError(f"relu2: x must have a floating dtype, got {xa.dtype}")
+    return ReLU2Function.apply(x if isinstance(x, Tensor) else xa)

@@ -1,0 +1,102 @@
+"""SiLU (swish), ``x * sigmoid(x)``, with a hand-derived backward.
+
+Shapes: elementwise; x is any shape (in SwiGLU (B, T, H)).
+
+Forward (Hendrycks & Gimpel 2016, sec. 2 "SiLU"; Elfwing et al. 2018; Ramachandran et al.
+2017 "swish" with beta = 1)::
+
+    s   = sigmoid(x) = 1 / (1 + exp(-x))
+    out = x s
+
+The sigmoid is evaluated from ``e = exp(-|x|)`` (always in (0, 1]):
+``s = 1 / (1 + e)`` for x >= 0 and ``s = e / (1 + e)`` for x < 0, so nothing overflows for
+large |x| in any dtype (float32 at x = -100 gives s ~ 3.7e-44, a subnormal, and out ~ -3.7e-42),
+and ``s`` keeps full relative precision for very negative x.
+
+Cache: ``(x, s)``: the input (no copy) and the sigmoid, the one transcendental of the forward.
+
+Backward (product rule, with ``sigmoid' = s (1 - s)``)::
+
+    dx = dout * s (1 + x (1 - s))          # = dout * (s + x s (1 - s))
+
+Derivation: docs/derivations.md, section SiLU.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from minigrad import Function, Tensor
+
+__all__ = ["sigmoid_stable", "silu_forward", "silu_backward", "dsilu", "SiLUFunction", "silu"]
+
+
+def sigmoid_stable(x: np.ndarray) -> np.ndarray:
+    """``1 / (1 + exp(-x))`` from ``exp(-|x|)``: no overflow for any x, x's dtype kept."""
+    e = np.exp(-np.abs(x))          # in (0, 1]
+    d = np.add(e, 1.0, out=np.empty_like(x))
+    np.reciprocal(d, out=d)         # 1 / (1 + e)
+    e *= d                          # e / (1 + e)
+    return np.where(x >= 0, d, e)
+
+
+def dsilu(x: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """d silu / dx given x and s = sigmoid(x): ``s (1 + x (1 - s))``."""
+    local = np.subtract(1.0, s, out=np.empty_like(s))
+    local *= x
+    local += 1.0
+    local *= s
+    return local
+
+
+def silu_forward(x: np.ndarray):
+    """SiLU forward in NumPy: ``out = x * sigmoid(x)``.
+
+    Returns:
+        (out, cache): ``out`` in x's shape and dtype; ``cache = (x, s)``.
+    """
+    s = sigmoid_stable(x)
+    return x * s, (x, s)
+
+
+def silu_backward(dout: np.ndarray, cache):
+    """SiLU backward in NumPy: ``dx = dout * s (1 + x (1 - s))``."""
+    x, s = cache
+    dx = dsilu(x, s)
+    dx *= dout
+    return dx
+
+
+class SiLUFunction(Function):
+    """One autograd node for SiLU: the NumPy pair above behind ``minigrad.Function``."""
+
+    @staticmethod
+    def forward(ctx, x):
+        """Forward on arrays; keeps ``(x, s)``."""
+        out, cache = silu_forward(x)
+        ctx.save_for_backward(*cache)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        """Gradient for x, in its shape and dtype."""
+        return silu_backward(dout, ctx.saved_tensors)
+
+
+def silu(x) -> Tensor:
+    """Sigmoid Linear Unit, ``x * sigmoid(x)`` (``torch.nn.functional.silu``).
+
+    Stable for large |x| in float32 and float64 (no overflow).
+
+    Args:
+        x: Tensor (or array, taken as a constant), float32 or float64, any shape.
+
+    Returns:
+        Tensor of x's shape and dtype; one graph node.
+
+    Raises:
+        TypeError: x of a non-floating dtype.
+    """
+    xa = x.data if isinstance(x, Tensor) else np.asarray(x)
+    if not np.issubdtype(xa.dtype, np.floating):
+        raise TypeError(f"silu: x must have a floating dtype, got {xa.dtype}")
+    return SiLUFunction.apply(x if isinstance(x, Tensor) else xa)
