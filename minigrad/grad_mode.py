@@ -39,26 +39,50 @@ class no_grad(contextlib.ContextDecorator):
         def evaluate(model): ...
     """
 
+    def __new__(cls, func=None):
+        # ``@no_grad`` without parentheses decorates ``func`` directly, as in PyTorch.
+        self = super().__new__(cls)
+        if func is not None:
+            if not callable(func):
+                raise TypeError(f"no_grad() takes no arguments or one function to decorate")
+            return self(func)
+        return self
+
+    def __init__(self, func=None):
+        pass
+
     def __enter__(self):
-        self._prev = is_grad_enabled()
+        self.__dict__.setdefault("_prev", []).append(is_grad_enabled())
         _set(False)
         return self
 
     def __exit__(self, *exc):
-        _set(self._prev)
+        _set(self._prev.pop())
         return False
 
 
 class enable_grad(contextlib.ContextDecorator):
     """Context manager and decorator that turns graph recording on (``torch.enable_grad``)."""
 
+    def __new__(cls, func=None):
+        # ``@enable_grad`` without parentheses decorates ``func`` directly, as in PyTorch.
+        self = super().__new__(cls)
+        if func is not None:
+            if not callable(func):
+                raise TypeError(f"enable_grad() takes no arguments or one function to decorate")
+            return self(func)
+        return self
+
+    def __init__(self, func=None):
+        pass
+
     def __enter__(self):
-        self._prev = is_grad_enabled()
+        self.__dict__.setdefault("_prev", []).append(is_grad_enabled())
         _set(True)
         return self
 
     def __exit__(self, *exc):
-        _set(self._prev)
+        _set(self._prev.pop())
         return False
 
 
@@ -75,10 +99,10 @@ class set_grad_enabled(contextlib.ContextDecorator):
         self.mode = mode
 
     def __enter__(self):
-        self._prev = is_grad_enabled()
+        self.__dict__.setdefault("_prev", []).append(is_grad_enabled())
         _set(self.mode)
         return self
 
     def __exit__(self, *exc):
-        _set(self._prev)
+        _set(self._prev.pop())
         return False

@@ -317,7 +317,8 @@ class Sum(Function):
     def forward(ctx, a, axis=None, keepdims=False):
         ctx.axes = _norm_axes(axis, a.ndim)
         ctx.keepdims, ctx.shape, ctx.dtype = keepdims, a.shape, a.dtype
-        return np.asarray(np.sum(a, axis=ctx.axes, keepdims=keepdims), dtype=a.dtype)
+        out = np.sum(a, axis=ctx.axes, keepdims=keepdims)
+        return np.asarray(out, dtype=a.dtype if a.dtype.kind == "f" else None)
 
     @staticmethod
     def backward(ctx, dc):
@@ -333,7 +334,9 @@ class Mean(Function):
         ctx.axes = _norm_axes(axis, a.ndim)
         ctx.keepdims, ctx.shape, ctx.dtype = keepdims, a.shape, a.dtype
         ctx.n = int(np.prod([a.shape[i] for i in ctx.axes])) if ctx.axes else 1
-        return np.asarray(np.mean(a, axis=ctx.axes, keepdims=keepdims), dtype=a.dtype)
+        with np.errstate(invalid="ignore", divide="ignore"):  # mean over zero elements is nan
+            out = np.mean(a, axis=ctx.axes, keepdims=keepdims)
+        return np.asarray(out, dtype=a.dtype if a.dtype.kind == "f" else None)
 
     @staticmethod
     def backward(ctx, dc):
@@ -350,7 +353,7 @@ class Max(Function):
     def forward(ctx, a, axis=None, keepdims=False):
         ctx.axes = _norm_axes(axis, a.ndim)
         ctx.keepdims = keepdims
-        ck = np.max(a, axis=ctx.axes, keepdims=True)
+        ck = np.asarray(np.max(a, axis=ctx.axes, keepdims=True))
         ctx.save_for_backward(a, ck)
         return ck if keepdims else np.squeeze(ck, axis=ctx.axes)
 

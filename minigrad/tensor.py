@@ -81,9 +81,15 @@ class Tensor:
 
     @data.setter
     def data(self, value: Any) -> None:
+        """Replace ``data``. ``t.data -= lr * g`` (an in-place update of the same array) bumps the
+        version counter, so a backward that saved the old values raises; assigning a new array
+        does not (the saved array is untouched), as in PyTorch."""
         arr = np.asarray(value.data if isinstance(value, Tensor) else value)
         if self._requires_grad and not _is_float_dtype(arr.dtype):
             raise TypeError(f"a Tensor that requires grad needs floating data, got {arr.dtype}")
+        if arr is self._data or (arr.size and self._data.size
+                                 and np.may_share_memory(arr, self._data)):
+            self._bump()
         self._data = arr
 
     @property
