@@ -1,0 +1,120 @@
+"""Embedding lookup ``weight[idx]`` with a scatter-add backward, as one autograd node.
+
+Shapes: B batch, T sequence, V = num_embeddings (vocab_size or block_size), C = embedding_dim;
+idx (B, T) (any shape) of integers in [0, V), weight (V, C), out (B, T, C).
+
+Forward (``torch.nn.functional.embedding``)::
+
+    out[b, t, :] = weight[idx[b, t], :]
+
+Cache: a flattened copy of idx (N = B*T integers; a copy, so that a caller refilling its
+index buffer before backward cannot change the gradient) and the weight's shape and dtype.
+The lookup is linear in weight and reads nothing else, so the weight values are not needed.
+
+Backward (the transpose of a gather is a scatter-add)::
+
+    dweight[v, :] = sum over (b, t) with idx[b, t] == v of dout[b, t, :]
+
+Rows that are never looked up get exactly 0; a row looked up k times receives the sum of its k
+upstream gradients (assignment instead of accumulation would keep only one of them). The sum is
+done by sorting the indices and adding contiguous runs with ``np.add.reduceat``, about 10x faster
+than ``np.add.at`` at (B*T, C) = (1024, 64).
+
+Derivation: docs/derivations.md, section Embedding.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from minigrad import Function, Tensor
+
+__all__ = ["embedding", "embedding_forward", "embedding_backward", "EmbeddingFunction"]
+
+
+def embedding_forward(weight, idx):
+    """``out = weight[idx]``.
+
+    Args:
+        weight (np.ndarray): (V, C). idx (np.ndarray): integers in [0, V), any shape (not checked).
+
+    Returns:
+        (out, cache): out idx.shape + (C,); cache = (idx flattened (N,), weight.shape, weight.dtype).
+    """
+    out = weight[idx]                                   # (B, T, C), a gather (copy)
+    flat = np.array(idx.reshape(-1), dtype=np.intp)     # (N,) own copy: the caller may reuse idx
+    return out, (flat, weight.shape, weight.dtype)
+
+
+def embedding_backward(dout, cache):
+    """``dweight[v] = sum of dout over the positions that looked up v`` (scatter-add).
+
+    Args:
+        dout (np.ndarray): idx.shape + (C,).
+        cache: from ``embedding_forward``.
+
+    Returns:
+        dweight (np.ndarray): (V, C) in the weight's dtype; exactly 0 in unused rows.
+    """
+    idx, shape, dtype = cache
+    C = shape[1]
+    dweight = np.zeros(shape, dtype=dtype)              # (V, C), unused rows stay exactly 0
+    if idx.size == 0:
+        return dweight
+    d2 = dout.reshape(-1, C)                            # (N, C)
+    order = np.argsort(idx, kind="stable")              # group equal indices together
+    s = idx[order]                                      # sorted indices (N,)
+    starts = np.flatnonzero(np.concatenate(([True], s[1:] != s[:-1])))  # first of each run (U,)
+    dweight[s[starts]] = np.add.reduceat(d2[order], starts, axis=0)     # run sums (U, C)
+    return dweight
+
+
+class EmbeddingFunction(Function):
+    """``minigrad.Function`` adapter; ``idx`` is a constant (no gradient)."""
+
+    @staticmethod
+    def forward(ctx, weight, idx):
+        out, (flat, shape, dtype) = embedding_forward(weight, idx)
+        ctx.save_for_backward(flat)
+        ctx.wshape, ctx.wdtype = shape, dtype
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        (flat,) = ctx.saved_tensors
+        return embedding_backward(dout, (flat, ctx.wshape, ctx.wdtype)), None
+
+
+def embedding(idx, weight):
+    """Look up rows of ``weight`` (``torch.nn.functional.embedding(idx, weight)``).
+
+    Args:
+        idx (np.ndarray | Tensor): integer indices of any shape, each in [0, num_embeddings).
+            Negative indices are refused (as in PyTorch), not wrapped.
+        weight (Tensor | np.ndarray): (num_embeddings, embedding_dim), floating. A plain array
+            is a constant.
+
+    Returns:
+        Tensor of shape idx.shape + (embedding_dim,) and weight's dtype.
+
+    Raises:
+        TypeError: idx not of an integer dtype (floats, bools) or non-floating weight.
+        ValueError: weight not 2-d.
+        IndexError: an index outside [0, num_embeddings) (the message names an offending one).
+    """
+    ia = idx.data if isinstance(idx, Tensor) else np.asarray(idx)
+    if ia.dtype.kind not in "iu":
+        raise TypeError(f"embedding: idx must be integer indices, got dtype {ia.dtype}")
+    wa = weight.data if isinstance(weight, Tensor) else np.asarray(weight)
+    if not np.issubdtype(wa.dtype, np.floating):
+        raise TypeError(f"embedding: weight must be floating, got dtype {wa.dtype}")
+    if wa.ndim != 2:
+        raise ValueError(f"embedding: weight must be (num_embeddings, embedding_dim), got {wa.shape}")
+    V = wa.shape[0]
+    if ia.size:
+        lo, hi = ia.min(), ia.max()
+        if lo < 0 or hi >= V:
+            bad = int(lo) if lo < 0 else int(hi)
+            raise IndexError(f"embedding: index {bad} out of range [0, {V}) for weight of shape "
+                             f"{wa.shape}")
+    return EmbeddingFunction.apply(weight if isinstance(weight, Tensor) else wa,
+                                   ia.astype(np.intp, copy=False))

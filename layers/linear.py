@@ -1,0 +1,122 @@
+"""Affine map ``x W^T + b`` in PyTorch's Linear layout, as one autograd node.
+
+Shapes: B batch, T sequence, C = in_features, O = out_features; x (..., C) (typically (B, T, C)),
+weight (O, C) (PyTorch's ``nn.Linear`` layout), bias (O,) or None. The leading axes are flattened
+to N = B*T rows so that the whole layer is one 2-D matrix product.
+
+Forward (``torch.nn.functional.linear``)::
+
+    out = x W^T + b                        (..., O)
+
+Cache: x and W (references to the inputs, no copies) and whether there is a bias. Each
+weight's gradient needs the other operand of the product; the bias gradient needs nothing.
+
+Backward (for C = A B: dA = dC B^T, dB = A^T dC; here A = x_flat, B = W^T)::
+
+    dx = dout W                            (..., C)
+    dW = dout_flat^T x_flat                (O, C)
+    db = sum of dout over all leading axes (O,)
+
+Derivation: docs/derivations.md, section Linear.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from minigrad import Function, Tensor
+
+__all__ = ["linear", "linear_forward", "linear_backward", "LinearFunction"]
+
+
+def linear_forward(x, weight, bias=None):
+    """``out = x W^T + b``.
+
+    Args:
+        x (np.ndarray): (..., C). weight (np.ndarray): (O, C). bias (np.ndarray | None): (O,).
+
+    Returns:
+        (out, cache): out (..., O); cache = (x, weight, has_bias).
+    """
+    C = x.shape[-1]
+    x2 = x.reshape(-1, C)                     # (N, C), a view when x is contiguous
+    out = x2 @ weight.T                       # (N, O)
+    if bias is not None:
+        out += bias                           # broadcast over rows
+    return out.reshape(x.shape[:-1] + (weight.shape[0],)), (x, weight, bias is not None)  # (..., O)
+
+
+def linear_backward(dout, cache, needs=(True, True, True)):
+    """Gradients of ``linear_forward``.
+
+    Args:
+        dout (np.ndarray): (..., O).
+        cache: (x, weight, has_bias) from ``linear_forward``.
+        needs: which of dx, dW, db to compute.
+
+    Returns:
+        (dx, dW, db): shapes (..., C), (O, C), (O,); db is None without a bias; entries not in
+        ``needs`` are None.
+    """
+    x, weight, has_bias = cache
+    O, C = weight.shape
+    d2 = dout.reshape(-1, O)                                    # (N, O)
+    dx = (d2 @ weight).reshape(x.shape) if needs[0] else None   # dx = dout W       (..., C)
+    dW = d2.T @ x.reshape(-1, C) if needs[1] else None          # dW = dout^T x     (O, C)
+    db = d2.sum(axis=0) if has_bias and needs[2] else None      # db = sum_n dout_n (O,)
+    return dx, dW, db
+
+
+class LinearFunction(Function):
+    """``minigrad.Function`` adapter; called as ``apply(x, weight)`` or ``apply(x, weight, bias)``."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias=None):
+        out, (x, weight, has_bias) = linear_forward(x, weight, bias)
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = has_bias
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        x, weight = ctx.saved_tensors
+        needs = tuple(ctx.needs_input_grad) + (False,) * (3 - len(ctx.needs_input_grad))
+        dx, dW, db = linear_backward(dout, (x, weight, ctx.has_bias), needs)
+        return (dx, dW, db) if ctx.has_bias else (dx, dW)
+
+
+def linear(x, weight, bias=None):
+    """``x @ weight.T + bias`` (``torch.nn.functional.linear``), one node, hand-derived backward.
+
+    Args:
+        x (Tensor | np.ndarray): (..., in_features), at least 1-d.
+        weight (Tensor | np.ndarray): (out_features, in_features).
+        bias (Tensor | np.ndarray | None): (out_features,).
+            All floating with one dtype; plain arrays are constants.
+
+    Returns:
+        Tensor (..., out_features) of the inputs' dtype.
+
+    Raises:
+        TypeError: non-floating inputs or mixed dtypes.
+        ValueError: weight not 2-d, in_features mismatch, bias of the wrong shape, 0-d x.
+    """
+    items = [("x", x), ("weight", weight)] + ([("bias", bias)] if bias is not None else [])
+    arrs = {}
+    for name, t in items:
+        a = t.data if isinstance(t, Tensor) else np.asarray(t)
+        if not np.issubdtype(a.dtype, np.floating):
+            raise TypeError(f"linear: {name} must be floating, got dtype {a.dtype}")
+        arrs[name] = a
+    xa, wa = arrs["x"], arrs["weight"]
+    if len({a.dtype for a in arrs.values()}) != 1:
+        raise TypeError("linear: x, weight and bias must share one dtype, got "
+                        + ", ".join(f"{n} {a.dtype}" for n, a in arrs.items()))
+    if wa.ndim != 2:
+        raise ValueError(f"linear: weight must be (out_features, in_features), got {wa.shape}")
+    if xa.ndim < 1 or xa.shape[-1] != wa.shape[1]:
+        raise ValueError(f"linear: x of shape {xa.shape} does not end in in_features = "
+                         f"{wa.shape[1]} (weight {wa.shape})")
+    if bias is not None and arrs["bias"].shape != (wa.shape[0],):
+        raise ValueError(f"linear: bias must have shape ({wa.shape[0]},), got {arrs['bias'].shape}")
+    args = [t if isinstance(t, Tensor) else arrs[n] for n, t in items]
+    return LinearFunction.apply(*args)
