@@ -1,0 +1,152 @@
+"""SwiGLU feed-forward block as one fused node, with a hand-derived backward.
+
+Shapes: x is (..., C) (in the GPT (B, T, C)), N = the product of the leading axes (B * T);
+H is the hidden width (``int(C * 8/3)`` in the GPT), O the output width (O = C in the GPT).
+Weights in PyTorch Linear layout (out_features, in_features): w_gate (H, C), w_up (H, C),
+w_down (O, H); no biases.
+
+Forward (Shazeer 2020, "GLU Variants Improve Transformer", eq. 6 with Swish_1 = SiLU; the
+seed's step 6), per row::
+
+    a   = x Wg^T                # (N, H) gate pre-activation
+    u   = x Wu^T                # (N, H) up projection (the "value")
+    s   = sigmoid(a)
+    g   = a s = silu(a)         # (N, H)
+    h   = g * u                 # (N, H) gated hidden
+    out = h Wd^T                # (N, O)
+
+Cache: ``(x2, a, s, u, g, w_gate, w_up, w_down)`` with ``x2 = x`` viewed as (N, C). ``a`` and
+``s`` give silu'(a) without another exp; ``u`` and ``g`` are the two factors of the product
+rule. ``h = g * u`` is recomputed in backward (one multiply) instead of kept: one (N, H) array
+less to hold between forward and backward.
+
+Backward (product rule on h = g * u, chain rule through silu and the three matmuls)::
+
+    dh      = dout Wd                       # (N, H)
+    dWd     = dout^T h                      # (O, H)
+    du      = dh * g                        # product rule, the u side
+    dg      = dh * u                        # product rule, the g side
+    da      = dg * s (1 + a (1 - s))        # silu'(a)
+    dWg     = da^T x                        # (H, C)
+    dWu     = du^T x                        # (H, C)
+    dx      = da Wg + du Wu                 # (N, C): x feeds both branches, the two add
+
+Derivation: docs/derivations.md, section SwiGLU.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from minigrad import Function, Tensor
+
+from .silu import dsilu, sigmoid_stable
+
+__all__ = ["swiglu_forward", "swiglu_backward", "SwiGLUFunction", "swiglu"]
+
+
+def swiglu_forward(x: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray, w_down: np.ndarray):
+    """SwiGLU forward in NumPy: ``out = (silu(x Wg^T) * (x Wu^T)) Wd^T``.
+
+    Args:
+        x: (..., C) float array.
+        w_gate, w_up: (H, C); w_down: (O, H); all of x's dtype.
+
+    Returns:
+        (out, cache): ``out`` of shape (..., O) in x's dtype; the cache for ``swiglu_backward``.
+    """
+    lead, C = x.shape[:-1], x.shape[-1]
+    x2 = x.reshape(-1, C)                   # (N, C), a view when x is contiguous
+    a = x2 @ w_gate.T                       # (N, H)
+    u = x2 @ w_up.T                         # (N, H)
+    s = sigmoid_stable(a)                   # (N, H)
+    g = a * s                               # (N, H) silu(a)
+    h = g * u                               # (N, H)
+    out = h @ w_down.T                      # (N, O)
+    out = out.reshape(*lead, w_down.shape[0])   # (..., O)
+    return out, (x2, a, s, u, g, w_gate, w_up, w_down)
+
+
+def swiglu_backward(dout: np.ndarray, cache):
+    """SwiGLU backward in NumPy.
+
+    Args:
+        dout: (..., O) gradient of the loss with respect to ``out``.
+        cache: what ``swiglu_forward`` returned.
+
+    Returns:
+        (dx, dw_gate, dw_up, dw_down) with the shapes of x, w_gate, w_up and w_down.
+    """
+    x2, a, s, u, g, w_gate, w_up, w_down = cache
+    lead = dout.shape[:-1]
+    dout2 = dout.reshape(-1, dout.shape[-1])    # (N, O)
+    dh = dout2 @ w_down                         # (N, H)
+    dw_down = dout2.T @ (g * u)                 # (O, H), h = g * u recomputed
+    du = dh * g                                 # (N, H) product rule: d(g u)/du = g
+    dh *= u                                     # (N, H) product rule: d(g u)/dg = u, now dg
+    dh *= dsilu(a, s)                           # (N, H) chain rule through silu, now da
+    da = dh
+    dw_gate = da.T @ x2                         # (H, C)
+    dw_up = du.T @ x2                           # (H, C)
+    dx = da @ w_gate                            # (N, C) gate branch
+    dx += du @ w_up                             # (N, C) + up branch
+    return dx.reshape(*lead, x2.shape[1]), dw_gate, dw_up, dw_down
+
+
+class SwiGLUFunction(Function):
+    """One autograd node for the SwiGLU block: the NumPy pair above behind ``minigrad.Function``."""
+
+    @staticmethod
+    def forward(ctx, x, w_gate, w_up, w_down):
+        """Forward on arrays; keeps the cache on ``ctx``."""
+        out, cache = swiglu_forward(x, w_gate, w_up, w_down)
+        ctx.save_for_backward(*cache)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        """Gradients for (x, w_gate, w_up, w_down), in their shapes and dtype."""
+        return swiglu_backward(dout, ctx.saved_tensors)
+
+
+def swiglu(x, w_gate, w_up, w_down) -> Tensor:
+    """SwiGLU feed-forward: ``(silu(x Wg^T) * (x Wu^T)) Wd^T`` (Shazeer 2020, eq. 6), one node.
+
+    Args:
+        x: Tensor (or array, taken as a constant) of shape (..., C), float32 or float64.
+        w_gate: (H, C) gate projection, PyTorch Linear layout (out, in).
+        w_up: (H, C) up projection.
+        w_down: (O, H) down projection.
+        All weights have x's dtype; a plain array is a constant.
+
+    Returns:
+        Tensor of shape (..., O) and x's dtype, with gradients for x and all three weights.
+
+    Raises:
+        TypeError: a non-floating dtype, or weights of a different dtype than x.
+        ValueError: x with no axis, weights that are not 2-D, or shapes that do not chain
+            (w_gate (H, C) with C = x.shape[-1], w_up of w_gate's shape, w_down (O, H)).
+    """
+    arrays = {}
+    for name, t in (("x", x), ("w_gate", w_gate), ("w_up", w_up), ("w_down", w_down)):
+        a = t.data if isinstance(t, Tensor) else np.asarray(t)
+        if not np.issubdtype(a.dtype, np.floating):
+            raise TypeError(f"swiglu: {name} must have a floating dtype, got {a.dtype}")
+        arrays[name] = a
+    xa, wg, wu, wd = arrays["x"], arrays["w_gate"], arrays["w_up"], arrays["w_down"]
+    if xa.ndim == 0:
+        raise ValueError("swiglu: x must have at least one axis (the feature axis)")
+    for name in ("w_gate", "w_up", "w_down"):
+        if arrays[name].ndim != 2:
+            raise ValueError(f"swiglu: {name} must be 2-D (out, in), got shape {arrays[name].shape}")
+        if arrays[name].dtype != xa.dtype:
+            raise TypeError(f"swiglu: {name} is {arrays[name].dtype} but x is {xa.dtype}; use one dtype")
+    C = xa.shape[-1]
+    if wg.shape[1] != C:
+        raise ValueError(f"swiglu: w_gate has shape {wg.shape}, expected (H, {C}) for x of shape {xa.shape}")
+    if wu.shape != wg.shape:
+        raise ValueError(f"swiglu: w_up has shape {wu.shape}, expected w_gate's shape {wg.shape}")
+    if wd.shape[1] != wg.shape[0]:
+        raise ValueError(f"swiglu: w_down has shape {wd.shape}, expected (O, {wg.shape[0]}) (H = {wg.shape[0]})")
+    args = [t if isinstance(t, Tensor) else arrays[n]
+            for n, t in (("x", x), ("w_gate", w_gate), ("w_up", w_up), ("w_down", w_down))]
+    return SwiGLUFunction.apply(*args)
