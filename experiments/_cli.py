@@ -1,0 +1,180 @@
+"""Shared command-line helpers for the runnable studies.
+
+- ``ArgumentParser``: argparse, except that a usage error prints ONE line on stderr
+  (``<prog>: error: <message>``) and exits with status 2, without the usage block.
+- ``UsageError`` and ``fail``: the same one-line report for problems found after parsing
+  (a bad corpus, an invalid model configuration, an unwritable output directory).
+- Argument types ``positive_int``, ``nonnegative_int``, ``positive_float``, ``int_arg``.
+- ``check_output_dir``: prove an output directory can be created and written before any work.
+- ``atomic_write_text`` / ``atomic_write_bytes`` / ``atomic_writer``: write a temporary file in the
+  destination's directory and ``os.replace`` it over the destination, so a reader never sees a
+  half-written file and an interrupted run leaves none behind.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import IO, Iterator, NoReturn, Union
+
+__all__ = [
+    "EXIT_USAGE",
+    "UsageError",
+    "ArgumentParser",
+    "fail",
+    "int_arg",
+    "positive_int",
+    "nonnegative_int",
+    "positive_float",
+    "check_output_dir",
+    "atomic_writer",
+    "atomic_write_text",
+    "atomic_write_bytes",
+]
+
+#: Exit status for bad input (argparse's convention).
+EXIT_USAGE = 2
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class UsageError(Exception):
+    """Bad input found after argument parsing; reported as one line, exit status 2."""
+
+
+def _one_line(message: str) -> str:
+    return " ".join(str(message).split())
+
+
+def fail(prog: str, message: str) -> NoReturn:
+    """Print ``<prog>: error: <message>`` as one line on stderr and exit with status 2."""
+    sys.stderr.write(f"{prog}: error: {_one_line(message)}\n")
+    sys.stderr.flush()
+    raise SystemExit(EXIT_USAGE)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """``argparse.ArgumentParser`` whose ``error`` prints one line (no usage block), exit 2."""
+
+    def error(self, message: str) -> NoReturn:  # noqa: D102 - argparse API
+        fail(self.prog, message)
+
+
+def int_arg(text: str) -> int:
+    """Parse an integer written in decimal (``"12"``, ``"-3"``); reject ``"1.5"``, ``"1e3"``, ``""``.
+
+    Raises:
+        argparse.ArgumentTypeError: the text is not an integer.
+    """
+    s = text.strip()
+    body = s[1:] if s[:1] in "+-" else s
+    if not body.isdigit() or not body.isascii():
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}")
+    return int(s)
+
+
+def positive_int(text: str) -> int:
+    """Parse an integer >= 1 (``argparse.ArgumentTypeError`` otherwise)."""
+    v = int_arg(text)
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return v
+
+
+def nonnegative_int(text: str) -> int:
+    """Parse an integer >= 0 (``argparse.ArgumentTypeError`` otherwise)."""
+    v = int_arg(text)
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return v
+
+
+def positive_float(text: str) -> float:
+    """Parse a finite float > 0 (``argparse.ArgumentTypeError`` otherwise)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite positive number, got {text!r}")
+    return v
+
+
+def check_output_dir(path: PathLike) -> Path:
+    """Make sure ``path`` is (or can become) a writable directory; return it as a ``Path``.
+
+    Checks without creating anything: if ``path`` exists it must be a directory; otherwise its
+    nearest existing ancestor must be a directory. Writability is then proven by creating and
+    removing a temporary file (in ``path`` if it exists, else in that ancestor). Nothing is left
+    behind on success or failure.
+
+    Raises:
+        UsageError: ``path`` (or an ancestor) is a file, or the directory is not writable.
+    """
+    p = Path(path)
+    probe_dir = p
+    while not probe_dir.exists():
+        parent = probe_dir.parent
+        if parent == probe_dir:
+            break
+        probe_dir = parent
+    if probe_dir.exists() and not probe_dir.is_dir():
+        what = "is" if probe_dir == p else f"is under {probe_dir}, which is"
+        raise UsageError(f"output directory {p} {what} not a directory")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".write-test-", dir=str(probe_dir))
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as e:
+        raise UsageError(f"output directory {p} is not writable ({e.strerror or e})") from None
+    return p
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def atomic_writer(path: PathLike, mode: str = "w", encoding: str = "utf-8") -> Iterator[IO]:
+    """Context manager yielding a file object whose content replaces ``path`` atomically on exit.
+
+    The temporary file lives in ``path``'s directory (same filesystem, so ``os.replace`` is
+    atomic); it is removed if the block raises. ``mode`` is ``"w"`` (text) or ``"wb"``.
+    """
+    if mode not in ("w", "wb"):
+        raise ValueError(f"mode must be 'w' or 'wb', got {mode!r}")
+    dest = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=str(dest.parent))
+    try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
+        if mode == "w":
+            f = os.fdopen(fd, "w", encoding=encoding, newline="\n")
+        else:
+            f = os.fdopen(fd, "wb")
+        with f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, dest)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_text(path: PathLike, text: str, encoding: str = "utf-8") -> None:
+    """Write ``text`` to ``path`` atomically (temporary file + ``os.replace``)."""
+    with atomic_writer(path, "w", encoding=encoding) as f:
+        f.write(text)
+
+
+def atomic_write_bytes(path: PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temporary file + ``os.replace``)."""
+    with atomic_writer(path, "wb") as f:
+        f.write(data)

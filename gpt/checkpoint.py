@@ -1,0 +1,132 @@
+"""Checkpoints: a ``gpt.GPT`` as one ``.npz`` file, readable without pickle.
+
+Layout of the archive (``numpy.savez``, uncompressed):
+
+- one array per parameter, keyed by its PyTorch name (``token_embedding.weight``,
+  ``blocks.0.attn.c_attn.weight``, ...; the tied ``lm_head.weight`` is not stored, as in
+  ``model.state_dict()``), in the model's dtype and PyTorch's layout, so the file maps onto the
+  PyTorch reference model without renaming;
+- ``__minigrad_gpt__``: a 0-d unicode array holding a JSON object
+  ``{"format": "minigrad-gpt-checkpoint", "version": 1, "config": GPTConfig.to_dict()}``.
+  Parameter names never start with ``__``, so the key cannot collide.
+
+Everything loads with ``np.load(path, allow_pickle=False)``. Writes are atomic (a temporary file
+in the same directory, then ``os.replace``).
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Union
+
+import numpy as np
+
+__all__ = ["META_KEY", "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION", "save_checkpoint",
+           "load_checkpoint"]
+
+META_KEY = "__minigrad_gpt__"
+CHECKPOINT_FORMAT = "minigrad-gpt-checkpoint"
+CHECKPOINT_VERSION = 1
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def save_checkpoint(model, path: PathLike) -> Path:
+    """Write ``model``'s parameters and config to ``path`` (an ``.npz`` archive), atomically.
+
+    Args:
+        model: a ``gpt.GPT`` (``state_dict()`` name -> ndarray, ``config.to_dict()``).
+        path: destination file; written as given (no ``.npz`` is appended).
+
+    Returns:
+        ``Path`` of the written file.
+
+    Raises:
+        ValueError: a parameter name collides with the reserved metadata key.
+        OSError: the directory does not exist or is not writable.
+    """
+    dest = Path(path)
+    state = model.state_dict()
+    if META_KEY in state:
+        raise ValueError(f"parameter name {META_KEY!r} is reserved for checkpoint metadata")
+    meta = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION,
+            "config": model.config.to_dict()}
+    arrays = {name: np.asarray(a) for name, a in state.items()}
+    arrays[META_KEY] = np.array(json.dumps(meta, sort_keys=True))  # 0-d '<U..' array, no pickle
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=str(dest.parent))
+    try:
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, dest)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return dest
+
+
+def load_checkpoint(path: PathLike):
+    """Rebuild a ``gpt.GPT`` from a file written by ``save_checkpoint``.
+
+    Returns:
+        A ``gpt.GPT`` with the stored config and parameters (same logits as the saved model).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        ValueError: the file is not an ``.npz`` archive, lacks or has malformed metadata, holds a
+            pickled (object) array, or its arrays do not match the config's parameters (missing,
+            unexpected, wrong shape).
+    """
+    from . import GPT, GPTConfig  # local import: gpt/__init__ imports this module
+
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"checkpoint file not found: {p}")
+    try:
+        with np.load(p, allow_pickle=False) as npz:
+            names = list(npz.files)
+            if META_KEY not in names:
+                raise ValueError(f"{p} is not a minigrad-gpt checkpoint (no {META_KEY!r} entry)")
+            meta_arr = npz[META_KEY]
+            arrays = {n: npz[n] for n in names if n != META_KEY}
+    except ValueError as e:
+        if "pickle" in str(e).lower():
+            raise ValueError(f"checkpoint {p} holds pickled objects; refusing to load them") from None
+        if "minigrad-gpt" in str(e):
+            raise
+        raise ValueError(f"cannot read checkpoint {p}: {e}") from None
+    except (zipfile.BadZipFile, OSError, EOFError) as e:
+        raise ValueError(f"cannot read checkpoint {p}: not a valid .npz archive ({e})") from None
+    try:
+        meta = json.loads(str(meta_arr[()]))
+    except (json.JSONDecodeError, TypeError, IndexError) as e:
+        raise ValueError(f"checkpoint {p} has malformed metadata: {e}") from None
+    if not isinstance(meta, dict) or meta.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(f"checkpoint {p} has metadata of an unknown format")
+    if meta.get("version") != CHECKPOINT_VERSION:
+        raise ValueError(f"checkpoint {p} has version {meta.get('version')!r}, "
+                         f"this code reads version {CHECKPOINT_VERSION}")
+    config = GPTConfig.from_dict(meta.get("config", {}))
+    model = GPT(config)
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(arrays))
+    unexpected = sorted(set(arrays) - set(expected))
+    if missing or unexpected:
+        raise ValueError(f"checkpoint {p} does not match its config: missing {missing}, "
+                         f"unexpected {unexpected}")
+    for name, ref in expected.items():
+        if arrays[name].shape != ref.shape:
+            raise ValueError(f"checkpoint {p}: {name} has shape {arrays[name].shape}, "
+                             f"the config needs {ref.shape}")
+        arrays[name] = arrays[name].astype(ref.dtype, copy=False)
+    model.load_state_dict(arrays)
+    return model
