@@ -1,0 +1,172 @@
+"""Parity with PyTorch: the same model, the same initial weights, the same batches, the same
+optimizer; the per-step training losses must agree.
+
+The PyTorch model is written here, from the seed's build.py (``ModernGPT`` with nn.LayerNorm or
+its RMSNorm, GELU MLP or SwiGLU, nanoGPT attention with a -inf mask, lm_head tied to the token
+embedding). torch is optional: the test is skipped when it is not installed.
+"""
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+F = torch.nn.functional
+
+import minigrad  # noqa: E402
+from gpt import GPT, GPTConfig  # noqa: E402
+
+V, BLOCK, N_LAYERS, N_HEADS, D_MODEL = 48, 32, 2, 4, 64
+BATCH, STEPS, LR, CLIP = 8, 20, 3e-3, 1.0
+
+
+class TorchRMSNorm(nn.Module):
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, x):
+        rms = torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+        return self.weight * (x / rms)
+
+
+class TorchSwiGLU(nn.Module):
+    def __init__(self, d, hidden_mult=8.0 / 3.0):
+        super().__init__()
+        h = int(d * hidden_mult)
+        self.gate_proj = nn.Linear(d, h, bias=False)
+        self.up_proj = nn.Linear(d, h, bias=False)
+        self.down_proj = nn.Linear(h, d, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class TorchMLP(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.c_fc = nn.Linear(d, 4 * d)
+        self.c_proj = nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
+
+
+class TorchAttention(nn.Module):
+    def __init__(self, d, n_heads, block_size):
+        super().__init__()
+        self.n_heads = n_heads
+        self.c_attn = nn.Linear(d, 3 * d)
+        self.c_proj = nn.Linear(d, d)
+        self.register_buffer("mask", torch.tril(torch.ones(block_size, block_size)).bool(),
+                             persistent=False)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        hd = C // self.n_heads
+        q = q.view(B, T, self.n_heads, hd).transpose(1, 2)
+        k = k.view(B, T, self.n_heads, hd).transpose(1, 2)
+        v = v.view(B, T, self.n_heads, hd).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
+        att = att.masked_fill(~self.mask[:T, :T], float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.c_proj(y)
+
+
+class TorchBlock(nn.Module):
+    def __init__(self, norm, mlp):
+        super().__init__()
+        Norm = TorchRMSNorm if norm == "rms" else nn.LayerNorm
+        self.ln1 = Norm(D_MODEL)
+        self.attn = TorchAttention(D_MODEL, N_HEADS, BLOCK)
+        self.ln2 = Norm(D_MODEL)
+        self.mlp = TorchSwiGLU(D_MODEL) if mlp == "swiglu" else TorchMLP(D_MODEL)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class TorchGPT(nn.Module):
+    def __init__(self, norm, mlp):
+        super().__init__()
+        Norm = TorchRMSNorm if norm == "rms" else nn.LayerNorm
+        self.token_embedding = nn.Embedding(V, D_MODEL)
+        self.position_embedding = nn.Embedding(BLOCK, D_MODEL)
+        self.blocks = nn.ModuleList([TorchBlock(norm, mlp) for _ in range(N_LAYERS)])
+        self.ln_f = Norm(D_MODEL)
+        self.lm_head = nn.Linear(D_MODEL, V, bias=False)
+        self.lm_head.weight = self.token_embedding.weight
+
+    def forward(self, idx, targets):
+        B, T = idx.shape
+        x = self.token_embedding(idx) + self.position_embedding(torch.arange(T))
+        for block in self.blocks:
+            x = block(x)
+        logits = self.lm_head(self.ln_f(x))
+        return F.cross_entropy(logits.view(-1, V), targets.view(-1))
+
+
+def _data(n=4000, seed=0):
+    """A token stream with structure to learn (a noisy cycle), so the loss moves."""
+    rng = np.random.default_rng(seed)
+    base = (np.arange(n) * 5 + np.arange(n) // 7) % V
+    noise = rng.integers(0, V, n)
+    return np.where(rng.random(n) < 0.2, noise, base).astype(np.int64)
+
+
+@pytest.mark.parametrize("dtype, rtol", [("float64", 1e-9), ("float32", 1e-4)])
+@pytest.mark.parametrize("norm, mlp", [("ln", "gelu"), ("rms", "gelu"), ("ln", "swiglu"),
+                                       ("rms", "swiglu")])
+def test_training_losses_match_pytorch(norm, mlp, dtype, rtol):
+    tdtype = torch.float64 if dtype == "float64" else torch.float32
+    cfg = GPTConfig(vocab_size=V, block_size=BLOCK, n_layers=N_LAYERS, n_heads=N_HEADS,
+                    d_model=D_MODEL, norm=norm, mlp=mlp, dtype=dtype)
+    ours = GPT(cfg, seed=0)
+    theirs = TorchGPT(norm, mlp).to(tdtype)
+    sd = ours.state_dict()
+    t_params = dict(theirs.named_parameters())  # the tied weight appears once
+    assert set(t_params) == set(sd)
+    with torch.no_grad():
+        for name, p in t_params.items():
+            assert tuple(p.shape) == sd[name].shape, name
+            p.copy_(torch.from_numpy(sd[name].copy()))
+    assert theirs.lm_head.weight is theirs.token_embedding.weight
+
+    opt_o = minigrad.AdamW(ours.parameters(), lr=LR)
+    opt_t = torch.optim.AdamW(theirs.parameters(), lr=LR)
+    data = _data()
+    rng = np.random.default_rng(1)
+    losses_o, losses_t = [], []
+    for step in range(STEPS):
+        ix = rng.integers(0, len(data) - BLOCK - 1, BATCH)
+        x = np.stack([data[i:i + BLOCK] for i in ix])
+        y = np.stack([data[i + 1:i + 1 + BLOCK] for i in ix])
+
+        _, loss = ours(x, y)
+        opt_o.zero_grad()
+        loss.backward()
+        minigrad.clip_grad_norm_(ours.parameters(), CLIP)
+        opt_o.step()
+        losses_o.append(loss.item())
+
+        tl = theirs(torch.from_numpy(x), torch.from_numpy(y))
+        opt_t.zero_grad()
+        tl.backward()
+        torch.nn.utils.clip_grad_norm_(theirs.parameters(), CLIP)
+        opt_t.step()
+        losses_t.append(tl.item())
+
+    assert loss.dtype == np.dtype(dtype)
+    np.testing.assert_allclose(losses_o, losses_t, rtol=rtol, atol=0)
+    assert losses_o[-1] < losses_o[0] - 0.1  # it trained
+    # and the weights after 20 steps agree too
+    tol = 1e-8 if dtype == "float64" else 1e-3
+    final = ours.state_dict()
+    for name, p in theirs.named_parameters():
+        np.testing.assert_allclose(final[name], p.detach().numpy(),
+                                   rtol=tol, atol=tol, err_msg=name)
