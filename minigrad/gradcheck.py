@@ -260,8 +260,6 @@ class _Checker:
     def numerical(self, p: int, G: np.ndarray, base: np.ndarray, full: bool):
         """Central differences for input p: (J_num, J_curv) if full, and the J^T G pieces."""
         arr = self.t(p).data
-        flat = arr.reshape(-1)
-        assert np.shares_memory(flat, arr) or arr.size == 0
         n, m = arr.size, base.size
         J = np.zeros((m, n)) if full else None
         C = np.zeros((m, n)) if full else None
@@ -269,12 +267,13 @@ class _Checker:
         vcurv = np.zeros(n)
         e = self.eps
         for k in range(n):
-            orig = flat[k]
-            flat[k] = orig + e
+            i = _idx(arr.shape, k)  # a multi-index writes through any memory layout
+            orig = arr[i]
+            arr[i] = orig + e
             fp = self.f()
-            flat[k] = orig - e
+            arr[i] = orig - e
             fm = self.f()
-            flat[k] = orig
+            arr[i] = orig
             col = (fp - fm) / (2 * e)
             curv = (fp - 2 * base + fm) / e  # d+ - d-: one-sided differences' disagreement
             vjp[k] = np.sum(G * col)
@@ -488,13 +487,15 @@ class _Checker:
             e = self.eps
             for j in which:
                 np.add(origs[j], e * u[j], out=arrs[j])
-            fp = float(np.sum(G * self.f()))
+            fp = self.f()
             for j in which:
                 np.subtract(origs[j], e * u[j], out=arrs[j])
-            fm = float(np.sum(G * self.f()))
+            fm = self.f()
             for j in which:
                 np.copyto(arrs[j], origs[j])
-            num = (fp - fm) / (2 * e)
+            # Difference first, then the dot product: large constant outputs (a -1e9 mask)
+            # cancel exactly instead of swamping <G, f>.
+            num = float(np.sum(G * (fp - fm))) / (2 * e)
             ana = float(sum(np.sum(np.asarray(g1[j], dtype=np.float64) * u[j]) for j in which))
             return ana, num
 
@@ -551,8 +552,8 @@ class _Checker:
         other_grads = {i: inputs[i].grad for i in self.others}
         self.num_vjp = self.num_jac = None
         try:
-            for p in self.checked:  # perturb a private contiguous copy, restore the array later
-                self.t(p).data = np.array(saved_data[p], dtype=np.float64, copy=True, order="C")
+            for p in self.checked:  # perturb a private copy (same memory layout), restore later
+                self.t(p).data = np.array(saved_data[p], dtype=np.float64, copy=True, order="K")
             for i in self.others:
                 inputs[i].grad = None
             snap = {}
