@@ -5,3 +5,8 @@ Public API: ``GPTConfig`` (hyperparameters, variants by field: norm, mlp, pos, d
 """
 from .config import GPTConfig
 from .model import GPT
+
+# Data, training loop and checkpoints.
+from .data import CharTokenizer, get_batch, load_corpus, train_val_split
+from .train import TrainingDiverged, estimate_loss, evaluate, train
+from .checkpoint import load_checkpoint, save_checkpoint

@@ -91,6 +91,8 @@ def load_checkpoint(path: PathLike):
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"checkpoint file not found: {p}")
+    if not zipfile.is_zipfile(p):
+        raise ValueError(f"cannot read checkpoint {p}: not a valid .npz (zip) archive")
     try:
         with np.load(p, allow_pickle=False) as npz:
             names = list(npz.files)

@@ -143,6 +143,17 @@ def train(
     result = TrainResult()
     model.train()
     t0 = time.perf_counter()
+    # Overflow is detected below, by name and step; NumPy's warnings would only add noise.
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        _loop(model, optimizer, params, train_data, block_size, batch_size, steps, clip, rng,
+              on_step, result, t0)
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def _loop(model, optimizer, params, train_data, block_size, batch_size, steps, clip, rng,
+          on_step, result, t0) -> None:
+    """The body of ``train``: one seed-loop iteration per step, appending to ``result``."""
     for step in range(1, steps + 1):
         x, y = get_batch(train_data, block_size, batch_size, rng)  # (B, T), (B, T)
         _, loss = model(x, y)
@@ -165,8 +176,6 @@ def train(
         result.grad_norms.append(norm)
         if on_step is not None:
             on_step(step, loss_value)
-    result.seconds = time.perf_counter() - t0
-    return result
 
 
 def _log_softmax_nll(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
@@ -206,7 +215,7 @@ def evaluate(model, data: np.ndarray, block_size: Optional[int] = None,
     model.eval()
     total = 0.0
     try:
-        with minigrad.no_grad():
+        with minigrad.no_grad(), np.errstate(over="ignore", invalid="ignore"):
             for i in range(0, x.shape[0], batch_size):
                 logits, _ = model(x[i:i + batch_size])  # (b, T, V)
                 nll = _log_softmax_nll(np.asarray(logits.data), y[i:i + batch_size])  # (b, T)

@@ -30,15 +30,15 @@ def test_training_lowers_the_loss_on_builtin_corpus(corpus):
     model = GPT(GPTConfig(tok.vocab_size), seed=0)  # the seed's configuration
     before_train = evaluate(model, tr)
     before_val = evaluate(model, va)
-    # an untrained model is near the uniform baseline ln(48) = 3.87
-    assert abs(before_train - math.log(48)) < 0.3
+    # PyTorch's init (embedding ~ N(0, 1), tied to lm_head) starts far above ln(48) = 3.87
+    assert before_train > math.log(48) and before_val > math.log(48)
     res = train(model, tr, steps=25, batch_size=32, seed=0)
     assert len(res.losses) == 25 and len(res.grad_norms) == 25
     assert all(math.isfinite(v) for v in res.losses)
-    after_train = evaluate(model, tr)
-    assert after_train < before_train - 0.4
-    assert evaluate(model, va) < before_val - 0.2
-    assert np.mean(res.losses[-5:]) < np.mean(res.losses[:5]) - 0.4
+    # 25 steps bring both splits below the uniform baseline
+    assert evaluate(model, tr) < math.log(48) - 0.3
+    assert evaluate(model, va) < math.log(48) - 0.1
+    assert np.mean(res.losses[-5:]) < np.mean(res.losses[:5]) - 1.0
     assert res.seconds > 0
 
 
