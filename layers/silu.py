@@ -31,12 +31,19 @@ __all__ = ["sigmoid_stable", "silu_forward", "silu_backward", "dsilu", "SiLUFunc
 
 
 def sigmoid_stable(x: np.ndarray) -> np.ndarray:
-    """``1 / (1 + exp(-x))`` from ``exp(-|x|)``: no overflow for any x, x's dtype kept."""
-    e = np.exp(-np.abs(x))          # in (0, 1]
-    d = np.add(e, 1.0, out=np.empty_like(x))
-    np.reciprocal(d, out=d)         # 1 / (1 + e)
-    e *= d                          # e / (1 + e)
-    return np.where(x >= 0, d, e)
+    """``1 / (1 + exp(-x))`` from ``exp(-|x|)``: no overflow for any x, x's dtype kept.
+
+    ``s = num / (1 + e)`` with ``e = exp(-|x|)`` and ``num = 1`` for x >= 0, ``num = e`` for
+    x < 0, written as ``max(e, x >= 0)`` (e <= 1): arithmetic instead of a masked select, which
+    is several times slower in NumPy on random signs.
+    """
+    if x.ndim == 0:
+        return sigmoid_stable(x.reshape(1)).reshape(())
+    e = np.exp(-np.abs(x))              # in (0, 1]
+    num = np.maximum(e, x >= 0)         # 1 where x >= 0, e where x < 0
+    e += 1.0                            # 1 + e
+    num /= e                            # 1 / (1 + e)  or  e / (1 + e)
+    return num
 
 
 def dsilu(x: np.ndarray, s: np.ndarray) -> np.ndarray:
