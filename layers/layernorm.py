@@ -75,7 +75,7 @@ def layernorm_backward(dout: np.ndarray, cache):
     dweight = np.einsum("nc,nc->c", dout2, xhat.reshape(-1, C))     # (C,)
     dxhat = dout * weight                                           # (..., C)
     dx = dxhat - dxhat.mean(axis=-1, keepdims=True)                 # term 1 - term 2: -mean(dxhat)
-    dx -= xhat * np.mean(dxhat * xhat, axis=-1, keepdims=True)      # term 3: -xhat * mean(dxhat * xhat)
+    dx -= xhat * np.mean(dxhat * xhat, axis=-1, keepdims=True)      # term 3: -xhat mean(dxhat xhat)
     dx *= rstd                                                      # scale by 1 / sqrt(var + eps)
     return dx, dweight, dbias
 
@@ -105,7 +105,8 @@ def _float_array(t, name: str) -> np.ndarray:
 
 
 def _check_eps(eps, fn: str) -> float:
-    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not np.isfinite(eps) or eps < 0:
+    bad = isinstance(eps, bool) or not isinstance(eps, numbers.Real)
+    if bad or not np.isfinite(eps) or eps < 0:
         raise ValueError(f"{fn}: eps must be a finite number >= 0, got {eps!r}")
     return float(eps)
 
@@ -138,8 +139,8 @@ def layer_norm(x, weight, bias, eps: float = 1e-5) -> Tensor:
     for name, a in (("weight", wa), ("bias", ba)):
         if a.shape != (C,):
             raise ValueError(
-                f"layer_norm: {name} has shape {a.shape}, expected ({C},) to match the last axis of x "
-                f"(x has shape {xa.shape})"
+                f"layer_norm: {name} has shape {a.shape}, expected ({C},) to match the last axis "
+                f"of x (x has shape {xa.shape})"
             )
         if a.dtype != xa.dtype:
             raise TypeError(f"layer_norm: {name} is {a.dtype} but x is {xa.dtype}; use one dtype")

@@ -121,7 +121,8 @@ def rms_norm(x, weight, eps: float = 1e-6) -> Tensor:
         )
     if wa.dtype != xa.dtype:
         raise TypeError(f"rms_norm: weight is {wa.dtype} but x is {xa.dtype}; use one dtype")
-    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not np.isfinite(eps) or eps < 0:
+    bad = isinstance(eps, bool) or not isinstance(eps, numbers.Real)
+    if bad or not np.isfinite(eps) or eps < 0:
         raise ValueError(f"rms_norm: eps must be a finite number >= 0, got {eps!r}")
     return RMSNormFunction.apply(
         x if isinstance(x, Tensor) else xa,

@@ -136,17 +136,21 @@ def swiglu(x, w_gate, w_up, w_down) -> Tensor:
     if xa.ndim == 0:
         raise ValueError("swiglu: x must have at least one axis (the feature axis)")
     for name in ("w_gate", "w_up", "w_down"):
-        if arrays[name].ndim != 2:
-            raise ValueError(f"swiglu: {name} must be 2-D (out, in), got shape {arrays[name].shape}")
-        if arrays[name].dtype != xa.dtype:
-            raise TypeError(f"swiglu: {name} is {arrays[name].dtype} but x is {xa.dtype}; use one dtype")
+        w = arrays[name]
+        if w.ndim != 2:
+            raise ValueError(f"swiglu: {name} must be 2-D (out, in), got shape {w.shape}")
+        if w.dtype != xa.dtype:
+            raise TypeError(f"swiglu: {name} is {w.dtype} but x is {xa.dtype}; use one dtype")
     C = xa.shape[-1]
     if wg.shape[1] != C:
-        raise ValueError(f"swiglu: w_gate has shape {wg.shape}, expected (H, {C}) for x of shape {xa.shape}")
+        raise ValueError(
+            f"swiglu: w_gate has shape {wg.shape}, expected (H, {C}) for x of shape {xa.shape}"
+        )
     if wu.shape != wg.shape:
         raise ValueError(f"swiglu: w_up has shape {wu.shape}, expected w_gate's shape {wg.shape}")
     if wd.shape[1] != wg.shape[0]:
-        raise ValueError(f"swiglu: w_down has shape {wd.shape}, expected (O, {wg.shape[0]}) (H = {wg.shape[0]})")
+        H = wg.shape[0]
+        raise ValueError(f"swiglu: w_down has shape {wd.shape}, expected (O, {H}) (H = {H})")
     args = [t if isinstance(t, Tensor) else arrays[n]
             for n, t in (("x", x), ("w_gate", w_gate), ("w_up", w_up), ("w_down", w_down))]
     return SwiGLUFunction.apply(*args)

@@ -12,7 +12,8 @@ import minigrad
 
 
 def layer_norm_ref(x, weight, bias, eps=1e-5):
-    """``weight * (x - mean) / sqrt(var + eps) + bias``, biased two-pass variance, from primitives."""
+    """``weight * (x - mean) / sqrt(var + eps) + bias``, biased two-pass variance, from primitives.
+    """
     mean = x.mean(axis=-1, keepdims=True)
     xc = x - mean
     var = (xc * xc).mean(axis=-1, keepdims=True)
@@ -46,7 +47,8 @@ def swiglu_ref(x, w_gate, w_up, w_down):
     return (silu_ref(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
 
 
-__all__ = ["layer_norm_ref", "rms_norm_ref", "gelu_ref", "relu2_ref", "silu_ref", "swiglu_ref", "grads_of"]
+__all__ = ["layer_norm_ref", "rms_norm_ref", "gelu_ref", "relu2_ref", "silu_ref", "swiglu_ref",
+           "grads_of"]
 
 
 def grads_of(fn, arrays, G):

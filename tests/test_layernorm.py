@@ -50,6 +50,11 @@ def test_gradcheck_non_contiguous_inputs():
     fn = lambda x, w, b: layer_norm(x.T, w, b)  # noqa: E731
     assert not xt.T.flags.c_contiguous
     assert gradcheck(fn, _leaves(xt, w, b), eps=1e-6, atol=1e-7, rtol=1e-5)
+    # a non-contiguous leaf itself (a transposed array handed straight to the layer)
+    leaf = _leaves(xt)[0].data.T
+    assert not leaf.flags.c_contiguous
+    inputs = [Tensor(leaf, requires_grad=True)] + _leaves(w, b)
+    assert gradcheck(lambda x, *p: layer_norm(x, *p), inputs, eps=1e-6, atol=1e-7, rtol=1e-5)
     # strided: every other column of a (2, 3, 8) leaf
     xs = rng.standard_normal((2, 3, 8))
     assert gradcheck(lambda x, w, b: layer_norm(x[:, :, ::2], w, b), _leaves(xs, w, b),

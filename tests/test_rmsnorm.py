@@ -40,6 +40,11 @@ def test_gradcheck_non_contiguous_inputs():
     w = _weight(rng, 4)
     xt = rng.standard_normal((4, 6))                  # leaf (C, T); the layer sees a (T, C) view
     assert gradcheck(lambda x, w: rms_norm(x.T, w), _leaves(xt, w), **TOL)
+    # a non-contiguous leaf itself (a transposed array handed straight to the layer)
+    leaf = _leaves(xt)[0].data.T
+    assert not leaf.flags.c_contiguous
+    inputs = [Tensor(leaf, requires_grad=True)] + _leaves(w)
+    assert gradcheck(lambda x, *p: rms_norm(x, *p), inputs, eps=1e-6, atol=1e-7, rtol=1e-5)
     xs = rng.standard_normal((2, 3, 8))               # every other column
     assert gradcheck(lambda x, w: rms_norm(x[:, :, ::2], w), _leaves(xs, w), **TOL)
 
