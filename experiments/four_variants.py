@@ -211,7 +211,7 @@ def run_variant(plan: Plan, norm: str, mlp: str) -> Dict[str, Any]:
         entry.update(status="diverged", message=str(e), steps_completed=e.step - 1,
                      train_loss=None, val_loss=None, train_loss_one_batch=None,
                      val_loss_one_batch=None, loss_curve=e.losses,
-                     seconds=round(e.seconds, 3), checkpoint=None)
+                     seconds=round(e.seconds, 3), steps_per_second=None, checkpoint=None)
         return entry
     progress.close()
     train_loss = evaluate(model, plan.train_data, batch_size=args.batch_size)
@@ -281,11 +281,11 @@ def build_results(plan: Plan, entries: List[Dict[str, Any]], baseline: float) ->
                 "train_tokens": int(len(plan.train_data)), "val_tokens": int(len(plan.val_data)),
             },
             "evaluation": {
-                "train_loss, val_loss": "mean cross-entropy (nats/token) over every target "
-                                        "position of the split, fixed windows of block_size",
+                "train_loss/val_loss": "mean cross-entropy (nats/token) over every target "
+                                       "position of the split, fixed windows of block_size",
                 "train_windows": int(eval_windows(plan.train_data, args.block_size)[0].shape[0]),
                 "val_windows": int(eval_windows(plan.val_data, args.block_size)[0].shape[0]),
-                "*_one_batch": "the seed's estimate: loss on one random batch of batch_size "
+                "train_loss_one_batch/val_loss_one_batch": "the seed's estimate: loss on one random batch of batch_size "
                                "windows, drawn after training from the same generator",
             },
         },

@@ -8,5 +8,5 @@ from .model import GPT
 
 # Data, training loop and checkpoints.
 from .data import CharTokenizer, get_batch, load_corpus, train_val_split
-from .train import TrainingDiverged, estimate_loss, evaluate, train
+from .train import TrainingDiverged, estimate_loss, evaluate  # (gpt.train stays the module)
 from .checkpoint import load_checkpoint, save_checkpoint

@@ -287,3 +287,33 @@ def test_check_output_dir_creates_nothing(tmp_path):
     f.write_text("")
     with pytest.raises(UsageError, match="not a directory"):
         check_output_dir(f / "y")
+
+
+def test_one_diverging_variant_does_not_stop_the_others(tmp_path, capsys, monkeypatch):
+    import gpt.train
+
+    real_train = gpt.train.train
+
+    def train_with_bad_lr_for_ln_swiglu(model, data, **kw):
+        if (model.config.norm, model.config.mlp) == ("ln", "swiglu"):
+            kw["lr"] = 1e30
+        return real_train(model, data, **kw)
+
+    monkeypatch.setattr(gpt.train, "train", train_with_bad_lr_for_ln_swiglu)
+    out = tmp_path / "out"
+    rc = four_variants.main(["--steps", "4", "--n-layers", "1", "--d-model", "32",
+                             "--block-size", "16", "--output-dir", str(out)])
+    cap = capsys.readouterr()
+    assert rc == 1
+    res = json.loads((out / "results.json").read_text())
+    status = {v["name"]: v["status"] for v in res["variants"]}
+    assert status == {"ln+gelu": "ok", "rms+gelu": "ok", "ln+swiglu": "diverged",
+                      "rms+swiglu": "ok"}
+    bad = res["variants"][2]
+    assert bad["message"].startswith("loss became nan at step")
+    for v in res["variants"]:
+        if v["status"] == "ok":
+            assert len(v["loss_curve"]) == 4 and math.isfinite(v["val_loss"])
+    log = (out / "run_log.txt").read_text().splitlines()
+    assert log[7].startswith("ln      swiglu") and "diverged: loss became nan at step" in log[7]
+    assert "ln+swiglu" in cap.err.splitlines()[-1]
