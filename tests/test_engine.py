@@ -1,0 +1,258 @@
+"""Reverse mode: reuse and depth, accumulation, graph freeing, the Function API contract,
+the version counter, and grad mode."""
+import numpy as np
+import pytest
+
+import minigrad as mg
+from minigrad import Function, Tensor, gradcheck
+
+RNG = np.random.default_rng(0)
+
+
+def _t(*shape):
+    return Tensor(RNG.standard_normal(shape), requires_grad=True)
+
+
+def test_x_times_x_and_x_plus_x():
+    x = _t(3)
+    dout = RNG.standard_normal(3)
+    (x * x).backward(dout)
+    np.testing.assert_allclose(x.grad, 2 * x.data * dout, rtol=1e-15)
+    y = _t(3)
+    (y + y).backward(dout)
+    np.testing.assert_array_equal(y.grad, 2 * dout)
+    assert gradcheck(lambda x: x * x + x * 0.5, [_t(2, 2)])
+
+
+def test_shared_weight_gets_sum_of_both_uses():
+    w, x = _t(3, 3), Tensor(RNG.standard_normal((2, 3)))
+    dout = RNG.standard_normal((2, 3))
+    ((x @ w).tanh() @ w).backward(dout)
+    h = np.tanh(x.data @ w.data)
+    dh = dout @ w.data.T
+    expected = x.data.T @ (dh * (1 - h ** 2)) + h.T @ dout
+    np.testing.assert_allclose(w.grad, expected, rtol=1e-12)
+    assert gradcheck(lambda w: (x @ w).tanh() @ w, [w])
+
+
+def test_chain_of_100000_ops():
+    x = Tensor(np.array([1.5, -2.0]), requires_grad=True)
+    y = x
+    for _ in range(50_000):
+        y = y * 1.0001
+        y = y - 0.5
+    y.backward(np.array([2.0, -1.0]))
+    np.testing.assert_allclose(x.grad, np.array([2.0, -1.0]) * 1.0001 ** 50_000, rtol=1e-9)
+    del y  # tearing the chain down must not recurse either
+
+
+def test_accumulation_over_two_backward_calls_and_retain_graph():
+    x = _t(2, 3)
+    dout = RNG.standard_normal((2, 3))
+    y = x.exp()
+    y.backward(dout, retain_graph=True)
+    y.backward(dout)
+    np.testing.assert_allclose(x.grad, 2 * np.exp(x.data) * dout, rtol=1e-14)
+    x.grad = None
+    x.exp().backward(dout)
+    np.testing.assert_allclose(x.grad, np.exp(x.data) * dout, rtol=1e-14)
+
+
+def test_second_backward_through_freed_graph_is_an_error():
+    x = _t(3)
+    y = (x * 2.0).sum()
+    y.backward()
+    with pytest.raises(RuntimeError, match="second time"):
+        y.backward()
+
+
+def test_non_scalar_root_needs_grad():
+    with pytest.raises(RuntimeError, match="implicitly"):
+        (_t(2, 2) * 2.0).backward()
+    with pytest.raises(ValueError, match="shape"):
+        (_t(2, 2) * 2.0).backward(np.ones(3))
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        Tensor(np.ones(2)).sum().backward()
+
+
+def test_retain_grad_on_non_leaf():
+    x = _t(3)
+    h = x * 3.0
+    h.retain_grad()
+    dout = RNG.standard_normal(3)
+    h.tanh().backward(dout)
+    np.testing.assert_allclose(h.grad, dout * (1 - np.tanh(h.data) ** 2), rtol=1e-14)
+
+
+def test_node_recorded_only_with_grad_mode_and_grad_inputs():
+    x = _t(2)
+    assert (x * 2.0).grad_fn is not None
+    assert Tensor(np.ones(2)).exp().requires_grad is False
+    with mg.no_grad():
+        y = x * 2.0
+    assert y.requires_grad is False and y.grad_fn is None
+
+
+def test_no_grad_decorator_forms_and_nesting():
+    @mg.no_grad()
+    def f():
+        return mg.is_grad_enabled()
+
+    @mg.no_grad
+    def g():
+        return mg.is_grad_enabled()
+    assert f() is False and g() is False and mg.is_grad_enabled() is True
+    with mg.no_grad():
+        with mg.enable_grad():
+            assert mg.is_grad_enabled()
+        assert not mg.is_grad_enabled()
+    with mg.set_grad_enabled(False):
+        assert not mg.is_grad_enabled()
+    assert mg.is_grad_enabled()
+    with pytest.raises(TypeError):
+        mg.set_grad_enabled(1)
+
+    @mg.no_grad()
+    def rec(n):
+        return rec(n - 1) if n else mg.is_grad_enabled()
+    assert rec(3) is False and mg.is_grad_enabled()
+
+
+# --------------------------------------------------------------------------- Function API
+class Square(Function):
+    """c = a**2.   da = 2 a dc."""
+
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return a * a
+
+    @staticmethod
+    def backward(ctx, dc):
+        (a,) = ctx.saved_tensors
+        return 2 * a * dc
+
+
+def test_function_api_roundtrip():
+    x = _t(2, 3)
+    assert gradcheck(lambda x: Square.apply(x), [x])
+    y = Square.apply(x)
+    assert y.grad_fn is Square
+
+
+class WrongShape(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        return a + b
+
+    @staticmethod
+    def backward(ctx, dc):
+        return dc, dc  # b is (3, 1): missing reduction
+
+
+class WrongDtype(Function):
+    @staticmethod
+    def forward(ctx, a):
+        return a * 2
+
+    @staticmethod
+    def backward(ctx, dc):
+        return (dc * 2).astype(np.float64)
+
+
+class WrongCount(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        return a * b
+
+    @staticmethod
+    def backward(ctx, dc):
+        return dc
+
+
+def test_engine_rejects_bad_backward_naming_the_function():
+    with pytest.raises(RuntimeError, match=r"WrongShape.*shape \(3, 4\).*input 1"):
+        WrongShape.apply(_t(3, 4), _t(3, 1)).backward(np.ones((3, 4)))
+    x32 = Tensor(np.ones(3, np.float32), requires_grad=True)
+    with pytest.raises(RuntimeError, match="WrongDtype.*dtype float64"):
+        WrongDtype.apply(x32).backward(np.ones(3, np.float32))
+    with pytest.raises(RuntimeError, match="WrongCount.*1 gradient"):
+        WrongCount.apply(_t(2), _t(2)).backward(np.ones(2))
+
+
+def test_needs_input_grad_and_constants():
+    seen = {}
+
+    class Probe(Function):
+        @staticmethod
+        def forward(ctx, a, b, k):
+            seen["needs"] = ctx.needs_input_grad
+            return a * b * k
+
+        @staticmethod
+        def backward(ctx, dc):
+            return None, dc, None
+    x = _t(2)
+    Probe.apply(Tensor(np.ones(2)), x, 3.0).backward(np.ones(2))
+    assert seen["needs"] == (False, True, False)
+    np.testing.assert_array_equal(x.grad, np.ones(2))
+
+
+# --------------------------------------------------------------------------- version counter
+def test_version_counter_error_names_the_op():
+    w = _t(3)
+    y = (w * w).sum()
+    with mg.no_grad():
+        w.add_(1.0)
+    with pytest.raises(RuntimeError, match="Mul.*in-place"):
+        y.backward()
+
+
+@pytest.mark.parametrize("how", ["data_isub", "copy_", "setitem", "zero_", "mul_"])
+def test_in_place_updates_bump_the_version(how):
+    w = _t(3)
+    y = w.exp()  # Exp saves its output
+    z = (w.tanh() * 2.0).sum()  # Tanh saves its output; Mul saves tanh(w) and the scalar
+    lw = (w * 3.0).sum()  # Mul saves w itself
+    with mg.no_grad():
+        if how == "data_isub":
+            w.data -= 0.1
+        elif how == "copy_":
+            w.copy_(np.zeros(3))
+        elif how == "setitem":
+            w[0] = 5.0
+        elif how == "zero_":
+            w.zero_()
+        else:
+            w.mul_(2.0)
+    with pytest.raises(RuntimeError, match="Mul"):
+        lw.backward()
+    y.backward(np.ones(3))   # Exp's saved output was not touched
+    z.backward()
+
+
+def test_views_share_the_version_counter():
+    w = _t(2, 3)
+    v = w[0]
+    loss = (v * v).sum()
+    with mg.no_grad():
+        w.add_(1.0)
+    with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+        loss.backward()
+
+
+def test_in_place_on_grad_tensor_needs_no_grad():
+    w = _t(3)
+    with pytest.raises(RuntimeError, match="no_grad"):
+        w.add_(1.0)
+    with mg.no_grad():
+        w.add_(1.0)
+
+
+def test_assigning_a_new_array_does_not_bump():
+    w = _t(3)
+    old = w.data.copy()
+    loss = (w * w).sum()
+    w.data = np.zeros(3)
+    loss.backward()  # the saved array is the old one, untouched
+    np.testing.assert_allclose(w.grad, 2 * old)
