@@ -3,7 +3,7 @@ optimizer; the per-step training losses must agree.
 
 The PyTorch model is written here, from the seed's build.py (``ModernGPT`` with nn.LayerNorm or
 its RMSNorm, GELU MLP or SwiGLU, nanoGPT attention with a -inf mask, lm_head tied to the token
-embedding). torch is optional: the test is skipped when it is not installed.
+embedding; RoPE as in the seed's step 8). torch is optional: the test is skipped when it is not installed.
 """
 import math
 
@@ -54,10 +54,28 @@ class TorchMLP(nn.Module):
         return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
 
 
+def torch_rope_cache(seq_len, head_dim, dtype, base=10000):
+    """The seed's step-8 build_rope_cache, with the angles in float64 before the cast."""
+    half = head_dim // 2
+    inv_freq = 1.0 / (base ** (torch.arange(half, dtype=torch.float64) / half))
+    angles = torch.outer(torch.arange(seq_len, dtype=torch.float64), inv_freq)  # (T, hs/2)
+    cos = torch.cos(angles).repeat_interleave(2, dim=-1).to(dtype)              # (T, hs)
+    sin = torch.sin(angles).repeat_interleave(2, dim=-1).to(dtype)
+    return cos[None, None], sin[None, None]
+
+
+def torch_rotate_half(x):
+    """The seed's step-8 rotate_half: interleaved pairs (x[2i], x[2i+1]) -> (-x[2i+1], x[2i])."""
+    x1 = x[..., ::2]
+    x2 = x[..., 1::2]
+    return torch.stack((-x2, x1), dim=-1).flatten(-2)
+
+
 class TorchAttention(nn.Module):
-    def __init__(self, d, n_heads, block_size):
+    def __init__(self, d, n_heads, block_size, rope=False):
         super().__init__()
         self.n_heads = n_heads
+        self.rope = rope
         self.c_attn = nn.Linear(d, 3 * d)
         self.c_proj = nn.Linear(d, d)
         self.register_buffer("mask", torch.tril(torch.ones(block_size, block_size)).bool(),
@@ -70,6 +88,10 @@ class TorchAttention(nn.Module):
         q = q.view(B, T, self.n_heads, hd).transpose(1, 2)
         k = k.view(B, T, self.n_heads, hd).transpose(1, 2)
         v = v.view(B, T, self.n_heads, hd).transpose(1, 2)
+        if self.rope:
+            cos, sin = torch_rope_cache(T, hd, x.dtype)
+            q = q * cos + torch_rotate_half(q) * sin
+            k = k * cos + torch_rotate_half(k) * sin
         att = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
         att = att.masked_fill(~self.mask[:T, :T], float("-inf"))
         att = F.softmax(att, dim=-1)
@@ -78,11 +100,11 @@ class TorchAttention(nn.Module):
 
 
 class TorchBlock(nn.Module):
-    def __init__(self, norm, mlp):
+    def __init__(self, norm, mlp, rope):
         super().__init__()
         Norm = TorchRMSNorm if norm == "rms" else nn.LayerNorm
         self.ln1 = Norm(D_MODEL)
-        self.attn = TorchAttention(D_MODEL, N_HEADS, BLOCK)
+        self.attn = TorchAttention(D_MODEL, N_HEADS, BLOCK, rope=rope)
         self.ln2 = Norm(D_MODEL)
         self.mlp = TorchSwiGLU(D_MODEL) if mlp == "swiglu" else TorchMLP(D_MODEL)
 
@@ -92,19 +114,24 @@ class TorchBlock(nn.Module):
 
 
 class TorchGPT(nn.Module):
-    def __init__(self, norm, mlp):
+    def __init__(self, norm, mlp, pos="learned"):
         super().__init__()
         Norm = TorchRMSNorm if norm == "rms" else nn.LayerNorm
+        self.pos = pos
         self.token_embedding = nn.Embedding(V, D_MODEL)
-        self.position_embedding = nn.Embedding(BLOCK, D_MODEL)
-        self.blocks = nn.ModuleList([TorchBlock(norm, mlp) for _ in range(N_LAYERS)])
+        if pos == "learned":
+            self.position_embedding = nn.Embedding(BLOCK, D_MODEL)
+        self.blocks = nn.ModuleList([TorchBlock(norm, mlp, pos == "rope")
+                                     for _ in range(N_LAYERS)])
         self.ln_f = Norm(D_MODEL)
         self.lm_head = nn.Linear(D_MODEL, V, bias=False)
         self.lm_head.weight = self.token_embedding.weight
 
     def forward(self, idx, targets):
         B, T = idx.shape
-        x = self.token_embedding(idx) + self.position_embedding(torch.arange(T))
+        x = self.token_embedding(idx)
+        if self.pos == "learned":
+            x = x + self.position_embedding(torch.arange(T))
         for block in self.blocks:
             x = block(x)
         logits = self.lm_head(self.ln_f(x))
@@ -120,14 +147,17 @@ def _data(n=4000, seed=0):
 
 
 @pytest.mark.parametrize("dtype, rtol", [("float64", 1e-9), ("float32", 1e-4)])
-@pytest.mark.parametrize("norm, mlp", [("ln", "gelu"), ("rms", "gelu"), ("ln", "swiglu"),
-                                       ("rms", "swiglu")])
-def test_training_losses_match_pytorch(norm, mlp, dtype, rtol):
+@pytest.mark.parametrize("norm, mlp, pos", [
+    ("ln", "gelu", "learned"), ("rms", "gelu", "learned"), ("ln", "swiglu", "learned"),
+    ("rms", "swiglu", "learned"),              # the seed's four variants
+    ("ln", "gelu", "rope"), ("rms", "swiglu", "rope"),   # RoPE as in the seed's step 8
+])
+def test_training_losses_match_pytorch(norm, mlp, pos, dtype, rtol):
     tdtype = torch.float64 if dtype == "float64" else torch.float32
     cfg = GPTConfig(vocab_size=V, block_size=BLOCK, n_layers=N_LAYERS, n_heads=N_HEADS,
-                    d_model=D_MODEL, norm=norm, mlp=mlp, dtype=dtype)
+                    d_model=D_MODEL, norm=norm, mlp=mlp, pos=pos, dtype=dtype)
     ours = GPT(cfg, seed=0)
-    theirs = TorchGPT(norm, mlp).to(tdtype)
+    theirs = TorchGPT(norm, mlp, pos).to(tdtype)
     sd = ours.state_dict()
     t_params = dict(theirs.named_parameters())  # the tied weight appears once
     assert set(t_params) == set(sd)
@@ -162,6 +192,8 @@ def test_training_losses_match_pytorch(norm, mlp, dtype, rtol):
         losses_t.append(tl.item())
 
     assert loss.dtype == np.dtype(dtype)
+    print(f"{norm}/{mlp}/{pos}/{dtype}: max rel loss diff "
+          f"{np.max(np.abs(np.subtract(losses_o, losses_t)) / np.abs(losses_t)):.2e}")
     np.testing.assert_allclose(losses_o, losses_t, rtol=rtol, atol=0)
     assert losses_o[-1] < losses_o[0] - 0.1  # it trained
     # and the weights after 20 steps agree too
