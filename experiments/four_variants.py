@@ -41,6 +41,12 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
+import gpt.train
+from gpt import GPT, GPTConfig
+from gpt.checkpoint import save_checkpoint
+from gpt.data import CharTokenizer, check_split_length, eval_windows, load_corpus, train_val_split
+from gpt.train import TrainingDiverged, estimate_loss, evaluate
+
 from experiments._cli import (
     ArgumentParser,
     UsageError,
@@ -104,8 +110,6 @@ class Plan:
     """Everything validated before training: arguments, corpus, splits, configs, output dir."""
 
     def __init__(self, args) -> None:
-        from gpt.data import CharTokenizer, check_split_length, load_corpus, train_val_split
-
         self.args = args
         self.steps = args.steps if args.steps is not None else (FULL_STEPS if args.full
                                                                else TINY_STEPS)
@@ -116,6 +120,7 @@ class Plan:
         except OSError as e:  # e.g. permission denied
             raise UsageError(f"cannot read corpus {args.corpus}: {e.strerror or e}") from None
         self.corpus_label = "built-in" if args.corpus is None else str(args.corpus)
+        corpus_name = "the built-in corpus" if args.corpus is None else f"corpus {args.corpus}"
         self.tokenizer = CharTokenizer(self.text)
         self.vocab_size = self.tokenizer.vocab_size
         data = self.tokenizer.encode(self.text)
@@ -125,9 +130,8 @@ class Plan:
             try:
                 check_split_length(split, args.block_size, name)
             except ValueError as e:
-                raise UsageError(f"corpus {self.corpus_label} is too short: {e}") from None
+                raise UsageError(f"{corpus_name} is too short: {e}") from None
         self.configs = {}
-        from gpt import GPTConfig
         for norm, mlp in VARIANTS:
             try:
                 self.configs[(norm, mlp)] = GPTConfig(
@@ -189,9 +193,6 @@ class _Progress:
 
 def run_variant(plan: Plan, norm: str, mlp: str) -> Dict[str, Any]:
     """Train one variant from the plan's seed; returns its results entry (and keeps the model)."""
-    from gpt import GPT
-    from gpt.train import TrainingDiverged, estimate_loss, evaluate, train
-
     args = plan.args
     config = plan.configs[(norm, mlp)]
     model = GPT(config, seed=args.seed)
@@ -203,9 +204,10 @@ def run_variant(plan: Plan, norm: str, mlp: str) -> Dict[str, Any]:
         "status": "ok", "message": None,
     }
     try:
-        result = train(model, plan.train_data, steps=plan.steps, batch_size=args.batch_size,
-                       lr=args.lr, weight_decay=WEIGHT_DECAY, clip=CLIP, rng=rng,
-                       on_step=progress)
+        result = gpt.train.train(model, plan.train_data, steps=plan.steps,
+                                 batch_size=args.batch_size, lr=args.lr,
+                                 weight_decay=WEIGHT_DECAY, clip=CLIP, rng=rng,
+                                 on_step=progress)
     except TrainingDiverged as e:
         progress.close(f"stopped: {e}")
         entry.update(status="diverged", message=str(e), steps_completed=e.step - 1,
@@ -248,7 +250,6 @@ def _versions() -> Dict[str, str]:
 
 def build_results(plan: Plan, entries: List[Dict[str, Any]], baseline: float) -> Dict[str, Any]:
     """The results.json document."""
-    from gpt.data import eval_windows
     args = plan.args
     ref = plan.configs[VARIANTS[0]].to_dict()
     model_cfg = {k: v for k, v in ref.items() if k not in ("norm", "mlp")}
@@ -285,8 +286,9 @@ def build_results(plan: Plan, entries: List[Dict[str, Any]], baseline: float) ->
                                        "position of the split, fixed windows of block_size",
                 "train_windows": int(eval_windows(plan.train_data, args.block_size)[0].shape[0]),
                 "val_windows": int(eval_windows(plan.val_data, args.block_size)[0].shape[0]),
-                "train_loss_one_batch/val_loss_one_batch": "the seed's estimate: loss on one random batch of batch_size "
-                               "windows, drawn after training from the same generator",
+                "train_loss_one_batch/val_loss_one_batch":
+                    "the seed's estimate: loss on one random batch of batch_size windows, "
+                    "drawn after training from the same generator",
             },
         },
         "uniform_baseline": baseline,
@@ -357,7 +359,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     out = plan.output_dir
     out.mkdir(parents=True, exist_ok=True)
     if args.save_checkpoints:
-        from gpt.checkpoint import save_checkpoint
         for e in entries:
             if e["status"] == "ok":
                 fname = f"{e['norm']}_{e['mlp']}.npz"
