@@ -18,7 +18,6 @@ in each constructor, so a fixed ``rng`` seed gives a fixed model.
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import numpy as np
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import copy
 import math
 import numbers
-from typing import Any, Dict, Iterable, List
+from typing import Any, Dict, List
 
 import numpy as np
 

@@ -4,7 +4,6 @@ import math
 import numpy as np
 import pytest
 
-import minigrad
 from minigrad import Tensor
 from layers.modules import (MLP, CausalSelfAttention, Embedding, LayerNorm, Linear, RMSNorm,
                             SwiGLU)

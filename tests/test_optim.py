@@ -4,7 +4,6 @@ The reference below is written in the papers' form (Kingma & Ba 2015, Algorithm 
 corrected moments m_hat, v_hat; Loshchilov & Hutter 2019, decoupled decay), not in the
 arrangement the optimizer uses, so the two are independent derivations of one update.
 """
-import math
 
 import numpy as np
 import pytest
