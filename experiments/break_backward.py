@@ -278,9 +278,9 @@ def run_case(case: Case, seed: int = 0) -> Row:
     return Row(case, setup.layer, case.variant, verdict(case.broken, rep.passed), name, index, rep)
 
 
-def run(seed: int = 0, cases: Sequence[Case] = CASES) -> List[Row]:
-    """Run every case; see ``run_case``."""
-    return [run_case(c, seed) for c in cases]
+def run(seed: int = 0, cases: Optional[Sequence[Case]] = None) -> List[Row]:
+    """Run every case of ``cases`` (default: ``CASES``); see ``run_case``."""
+    return [run_case(c, seed) for c in (CASES if cases is None else cases)]
 
 
 def render(rows: List[Row]) -> str:

@@ -41,6 +41,7 @@ from experiments._cli import ArgumentParser, UsageError, atomic_write_text, fail
 
 PROG = "python -m experiments.gradcheck_report"
 EXIT_OK, EXIT_FAIL = 0, 1
+EPS, ATOL, RTOL = 1e-6, 1e-5, 1e-3      # minigrad.gradcheck's defaults (PyTorch's eps and atol)
 
 __all__ = ["OpCase", "PRIMITIVES", "LAYERS", "ALL_CASES", "run", "format_table", "check_json_path",
            "write_json", "main"]
@@ -259,25 +260,26 @@ def _shapes(inputs) -> str:
     return " ".join(out)
 
 
-def run(seed: int = 0, fast: bool = False, cases: Sequence[OpCase] = ALL_CASES) -> List[dict]:
+def run(seed: int = 0, fast: bool = False, cases: Optional[Sequence[OpCase]] = None) -> List[dict]:
     """Gradient-check each case; one dict per case.
 
     Args:
         seed: seeds each case's inputs (``default_rng([seed, i])`` for case i) and the
             checker's upstream gradient and directions.
         fast: fast mode (directional products) instead of full Jacobians.
-        cases: the cases to run.
+        cases: the cases to run (default: ``ALL_CASES``).
 
     Returns:
         list of dicts with keys ``name, kind, shapes, mode, passed, check, max_abs_err,
         max_rel_err, seconds, report`` (``report`` the ``minigrad.GradcheckReport``).
     """
     rows = []
-    for i, case in enumerate(cases):
+    for i, case in enumerate(ALL_CASES if cases is None else cases):
         rng = np.random.default_rng([seed, i])
         inputs, fn = case.build(rng)
         t0 = time.perf_counter()
-        rep = gradcheck_report(fn, inputs, fast_mode=fast, seed=seed)
+        rep = gradcheck_report(fn, inputs, eps=EPS, atol=ATOL, rtol=RTOL, fast_mode=fast,
+                               seed=seed)
         dt = time.perf_counter() - t0
         rows.append(dict(name=case.name, kind=case.kind, shapes=_shapes(inputs), mode=rep.mode,
                          passed=rep.passed, check=rep.check, max_abs_err=rep.max_abs_err,
@@ -328,7 +330,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         fail(PROG, str(e))
     mode = "fast" if args.fast else "slow"
     print(f"gradcheck of every primitive and layer: float64, {mode} mode, seed {args.seed}, "
-          f"eps 1e-6, atol 1e-5, rtol 1e-3\n")
+          f"eps {EPS:g}, atol {ATOL:g}, rtol {RTOL:g}\n")
     rows = run(seed=args.seed, fast=args.fast)
     print(render(rows))
     failed = [r for r in rows if not r["passed"]]
@@ -336,8 +338,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"\n--- {r['name']} ---\n{r['report'].message}")
     if json_path is not None:
         write_json(PROG, json_path, dict(
-            command="gradcheck_report", seed=args.seed, mode=mode, eps=1e-6, atol=1e-5,
-            rtol=1e-3, passed=not failed,
+            command="gradcheck_report", seed=args.seed, mode=mode, eps=EPS, atol=ATOL,
+            rtol=RTOL, passed=not failed,
             rows=[dict(op=r["name"], kind=r["kind"], inputs=r["shapes"], mode=r["mode"],
                        passed=r["passed"], check=r["check"],
                        max_abs_err=json_number(r["max_abs_err"]),
