@@ -6,8 +6,11 @@ shows the right line. Each is wrapped in a ``minigrad.Function`` that subclasses
 Function: the forward (and so the cache it saves) is the layer's own, only ``backward`` differs.
 A gradient check must reject every one of them (``tests/test_break_backward.py``).
 
+Each ``*_backward_*(dout, cache)`` takes the same arguments as the real backward it copies and
+returns the same number of gradients, with the right shapes and dtypes (so only a numerical
+check can tell): NumPy arrays in, NumPy arrays out, nothing raised for well-formed input.
 Shape letters as in the layers: N rows (B * T), C features, H hidden width, T positions,
-hs head size, V vocabulary size. Every function here takes and returns NumPy arrays.
+hs head size, V vocabulary size.
 
 The derivations of the right formulas are in ``docs/derivations.md``.
 """
