@@ -13,13 +13,14 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import IO, Iterator, NoReturn, Union
+from typing import NoReturn, Union
+
+from gpt.atomic import atomic_write_bytes, atomic_write_text, atomic_writer  # noqa: F401 (re-exported)
 
 __all__ = [
     "EXIT_USAGE",
@@ -132,49 +133,3 @@ def check_output_dir(path: PathLike) -> Path:
     except OSError as e:
         raise UsageError(f"output directory {p} is not writable ({e.strerror or e})") from None
     return p
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-@contextlib.contextmanager
-def atomic_writer(path: PathLike, mode: str = "w", encoding: str = "utf-8") -> Iterator[IO]:
-    """Context manager yielding a file object whose content replaces ``path`` atomically on exit.
-
-    The temporary file lives in ``path``'s directory (same filesystem, so ``os.replace`` is
-    atomic); it is removed if the block raises. ``mode`` is ``"w"`` (text) or ``"wb"``.
-    """
-    if mode not in ("w", "wb"):
-        raise ValueError(f"mode must be 'w' or 'wb', got {mode!r}")
-    dest = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=str(dest.parent))
-    try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
-        if mode == "w":
-            f = os.fdopen(fd, "w", encoding=encoding, newline="\n")
-        else:
-            f = os.fdopen(fd, "wb")
-        with f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, dest)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def atomic_write_text(path: PathLike, text: str, encoding: str = "utf-8") -> None:
-    """Write ``text`` to ``path`` atomically (temporary file + ``os.replace``)."""
-    with atomic_writer(path, "w", encoding=encoding) as f:
-        f.write(text)
-
-
-def atomic_write_bytes(path: PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temporary file + ``os.replace``)."""
-    with atomic_writer(path, "wb") as f:
-        f.write(data)

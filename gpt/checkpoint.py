@@ -15,15 +15,15 @@ in the same directory, then ``os.replace``).
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import Union
 
 import numpy as np
+
+from .atomic import atomic_writer
 
 __all__ = ["META_KEY", "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION", "save_checkpoint",
            "load_checkpoint"]
@@ -57,20 +57,8 @@ def save_checkpoint(model, path: PathLike) -> Path:
             "config": model.config.to_dict()}
     arrays = {name: np.asarray(a) for name, a in state.items()}
     arrays[META_KEY] = np.array(json.dumps(meta, sort_keys=True))  # 0-d '<U..' array, no pickle
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=str(dest.parent))
-    try:
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, dest)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with atomic_writer(dest, "wb") as f:
+        np.savez(f, **arrays)
     return dest
 
 
