@@ -63,18 +63,22 @@ class Context:
         self._freed = False
 
     def save_for_backward(self, *arrays: np.ndarray) -> None:
-        """Keep ``arrays`` (np.ndarray or None) for ``backward``.
+        """Keep ``arrays`` (np.ndarray, NumPy scalar (kept as a 0-d array) or None) for ``backward``.
 
         Raises:
             TypeError: if an item is neither an np.ndarray nor None.
         """
+        out = []
         for a in arrays:
-            if a is not None and not isinstance(a, np.ndarray):
+            if isinstance(a, np.generic):
+                a = np.asarray(a)  # a ufunc on a 0-d array returns a NumPy scalar
+            elif a is not None and not isinstance(a, np.ndarray):
                 raise TypeError(
                     f"{self.fn_cls.__name__}: save_for_backward takes np.ndarrays, "
                     f"got {type(a).__name__}"
                 )
-        self._saved = arrays
+            out.append(a)
+        self._saved = tuple(out)
 
     @property
     def saved_tensors(self) -> Tuple[np.ndarray, ...]:

@@ -130,6 +130,7 @@ def _fmt(x: float) -> str:
 
 class _Checker:
     def __init__(self, fn, inputs, eps, atol, rtol, fast_mode, seed, n_directions):
+        self.full_jacobian_passed = False
         if not callable(fn):
             raise TypeError(f"gradcheck: fn must be callable, got {type(fn).__name__}")
         if isinstance(inputs, (Tensor, np.ndarray)):
@@ -391,6 +392,14 @@ class _Checker:
     def hints(self, res: dict) -> list:
         A, Nm, tol, jac, p = res["A"], res["Nm"], res["tol"], res["jac"], res["p"]
         out = []
+        if res["check"] == "vjp" and self.full_jacobian_passed:
+            # Every one-hot upstream gradient gave the right Jacobian, a random one does not:
+            # the backward does not scale by its upstream gradient.
+            out.append("the Jacobian from one-hot upstream gradients is right but J^T G for a "
+                       "random upstream G is not: the backward ignores or mishandles its "
+                       "upstream gradient (e.g. returns the local derivative without "
+                       "multiplying by grad_output)")
+            return out
         big = np.abs(Nm) > 10 * self.atol
         if big.sum() >= 1 and np.all(A[big] != 0) and np.all(np.isfinite(A)):
             r = A[big] / Nm[big]
@@ -455,6 +464,7 @@ class _Checker:
                     fails.append(r)
             if fails:
                 results = fails
+        self.full_jacobian_passed = full and not results
         if not results:
             fails = []
             for p in positions:

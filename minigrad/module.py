@@ -152,7 +152,8 @@ class Module:
         for name, p in own.items():
             if name not in state_dict:
                 continue
-            value = np.asarray(state_dict[name])
+            value = state_dict[name]
+            value = value.data if isinstance(value, Tensor) else np.asarray(value)
             if value.shape != p.shape:
                 raise ValueError(
                     f"load_state_dict: {name} has shape {value.shape}, the model expects {p.shape}"

@@ -521,7 +521,10 @@ def where(condition, x, y) -> Tensor:
 def masked_fill(x: Tensor, mask, value: float) -> Tensor:
     """``value`` where ``mask`` (bool, broadcastable to x) is True, else ``x``
     (``torch.Tensor.masked_fill``). The gradient to ``x`` is 0 at masked positions."""
-    return where(mask, value, x)
+    m = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
+    if m.dtype != np.bool_:
+        raise TypeError(f"masked_fill: mask must be bool, got {m.dtype}")
+    return where(m, value, x)
 
 
 def concatenate(tensors, axis: int = 0) -> Tensor:

@@ -36,6 +36,23 @@ def _operand(x: Any, like: "Tensor"):
     return np.asarray(x)
 
 
+def _pair(t: "Tensor", other: Any):
+    """Both sides of a binary operator as engine operands.
+
+    A Python scalar takes ``t``'s dtype (float32 stays float32); when an integer or bool side
+    meets a floating side, the integer side is cast to the floating dtype (PyTorch's rule;
+    NumPy would turn int64 with float32 into float64). Integer sides never require grad, so
+    the cast side is a constant.
+    """
+    o = _operand(other, t)
+    td, od = t.dtype, o.dtype
+    if td.kind == "f" and od.kind in "biu":
+        o = (o.data if isinstance(o, Tensor) else o).astype(td)
+    elif od.kind == "f" and td.kind in "biu":
+        return t.data.astype(od), o
+    return t, o
+
+
 class Tensor:
     """An n-dimensional array that records the operations done on it for reverse mode.
 
@@ -320,37 +337,55 @@ class Tensor:
 
     # ---------------------------------------------------------------- operators
     def __add__(self, other):
-        return _ops.Add.apply(self, _operand(other, self))
+        return _ops.Add.apply(*_pair(self, other))
 
     def __radd__(self, other):
-        return _ops.Add.apply(_operand(other, self), self)
+        a, b = _pair(self, other)
+        return _ops.Add.apply(b, a)
 
     def __sub__(self, other):
-        return _ops.Sub.apply(self, _operand(other, self))
+        return _ops.Sub.apply(*_pair(self, other))
 
     def __rsub__(self, other):
-        return _ops.Sub.apply(_operand(other, self), self)
+        a, b = _pair(self, other)
+        return _ops.Sub.apply(b, a)
 
     def __mul__(self, other):
-        return _ops.Mul.apply(self, _operand(other, self))
+        return _ops.Mul.apply(*_pair(self, other))
 
     def __rmul__(self, other):
-        return _ops.Mul.apply(_operand(other, self), self)
+        a, b = _pair(self, other)
+        return _ops.Mul.apply(b, a)
 
     def __truediv__(self, other):
-        return _ops.Div.apply(self, _operand(other, self))
+        return _ops.Div.apply(*_pair(self, other))
 
     def __rtruediv__(self, other):
-        return _ops.Div.apply(_operand(other, self), self)
+        a, b = _pair(self, other)
+        return _ops.Div.apply(b, a)
 
     def __matmul__(self, other):
-        return _ops.MatMul.apply(self, _operand(other, self))
+        return _ops.MatMul.apply(*_pair(self, other))
 
     def __rmatmul__(self, other):
-        return _ops.MatMul.apply(_operand(other, self), self)
+        a, b = _pair(self, other)
+        return _ops.MatMul.apply(b, a)
 
     def __pow__(self, exponent):
         return self.pow(exponent)
+
+    def __rpow__(self, base):
+        """``base ** self`` for a positive real scalar base: ``exp(self * log(base))``.
+
+        Raises:
+            TypeError: if ``base`` is not a real scalar.
+            ValueError: if ``base`` <= 0 (the gradient needs log(base)).
+        """
+        if isinstance(base, (bool, np.bool_)) or not isinstance(base, (numbers.Real, np.generic)):
+            raise TypeError(f"base ** Tensor needs a real scalar base, got {type(base).__name__}")
+        if not base > 0:
+            raise ValueError(f"base ** Tensor needs a base > 0 (its gradient uses log(base)), got {base}")
+        return (self * float(np.log(base))).exp()
 
     def __neg__(self):
         return _ops.Neg.apply(self)
@@ -369,6 +404,41 @@ class Tensor:
 
     def __ge__(self, other):
         return Tensor(self._data >= _plain(other))
+
+    def __eq__(self, other):
+        return Tensor(self._data == _plain(other))
+
+    def __ne__(self, other):
+        return Tensor(self._data != _plain(other))
+
+    def __bool__(self) -> bool:
+        if self._data.size != 1:
+            raise ValueError(
+                f"the truth value of a Tensor with {self._data.size} elements is ambiguous; "
+                "use .any() on .data or compare element by element"
+            )
+        return bool(self._data)
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self._data.size != 1 or self._data.dtype.kind not in "iu":
+            raise TypeError("only integer Tensors with one element can be used as an index")
+        return int(self._data)
+
+    # NumPy interoperation: np.asarray(t) gives t.data; NumPy ufuncs and ndarray operators do not
+    # run on Tensors (they would drop the graph): ``ndarray + Tensor`` calls Tensor.__radd__, and
+    # ``np.exp(t)`` raises a TypeError (use ``t.exp()``).
+    __array_ufunc__ = None
+
+    def __array__(self, dtype=None, copy=None):
+        if dtype is not None and dtype != self._data.dtype:
+            return self._data.astype(dtype)
+        return self._data.copy() if copy else self._data
 
     def __getitem__(self, index):
         return _ops.GetItem.apply(self, index=_index_arrays(index))
