@@ -119,8 +119,9 @@ def layer_norm(x, weight, bias, eps: float = 1e-5) -> Tensor:
 
     Args:
         x: Tensor (or array, taken as a constant) of shape (..., C), float32 or float64.
-        weight: (C,) gain, same dtype as x (a plain array is a constant).
-        bias: (C,) shift, same dtype as x (a plain array is a constant).
+        weight: (C,) gain, same dtype as x (a plain array is a constant); None means 1
+            (PyTorch's ``weight=None``).
+        bias: (C,) shift, same dtype as x (a plain array is a constant); None means 0.
         eps: number >= 0 added to the variance (default 1e-5, PyTorch's).
 
     Returns:
@@ -131,11 +132,15 @@ def layer_norm(x, weight, bias, eps: float = 1e-5) -> Tensor:
         ValueError: x with no axis, weight/bias not of shape (C,), or a bad eps.
     """
     xa = _float_array(x, "x")
-    wa = _float_array(weight, "weight")
-    ba = _float_array(bias, "bias")
     if xa.ndim == 0:
         raise ValueError("layer_norm: x must have at least one axis (the normalized one)")
     C = xa.shape[-1]
+    if weight is None:
+        weight = np.ones(C, dtype=xa.dtype)   # a constant: no gradient, as with weight=None
+    if bias is None:
+        bias = np.zeros(C, dtype=xa.dtype)
+    wa = _float_array(weight, "weight")
+    ba = _float_array(bias, "bias")
     for name, a in (("weight", wa), ("bias", ba)):
         if a.shape != (C,):
             raise ValueError(

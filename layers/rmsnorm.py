@@ -96,7 +96,8 @@ def rms_norm(x, weight, eps: float = 1e-6) -> Tensor:
 
     Args:
         x: Tensor (or array, taken as a constant) of shape (..., C), float32 or float64.
-        weight: (C,) gain, same dtype as x (a plain array is a constant).
+        weight: (C,) gain, same dtype as x (a plain array is a constant); None means 1
+            (PyTorch's ``weight=None``).
         eps: number >= 0 added to the mean square (default 1e-6, the seed's build.py).
 
     Returns:
@@ -107,6 +108,8 @@ def rms_norm(x, weight, eps: float = 1e-6) -> Tensor:
         ValueError: x with no axis, weight not of shape (C,), or a bad eps.
     """
     xa = x.data if isinstance(x, Tensor) else np.asarray(x)
+    if weight is None and xa.ndim and xa.dtype.kind == "f":
+        weight = np.ones(xa.shape[-1], dtype=xa.dtype)  # a constant: no gradient
     wa = weight.data if isinstance(weight, Tensor) else np.asarray(weight)
     for name, a in (("x", xa), ("weight", wa)):
         if not np.issubdtype(a.dtype, np.floating):
