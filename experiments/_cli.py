@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import sys
@@ -31,6 +32,7 @@ __all__ = [
     "positive_int",
     "nonnegative_int",
     "positive_float",
+    "path_arg",
     "check_output_dir",
     "atomic_writer",
     "atomic_write_text",
@@ -105,6 +107,13 @@ def positive_float(text: str) -> float:
     return v
 
 
+def path_arg(text: str) -> Path:
+    """Parse a non-empty path (``Path("")`` would silently mean the current directory)."""
+    if text == "":
+        raise argparse.ArgumentTypeError("empty path")
+    return Path(text)
+
+
 def check_output_dir(path: PathLike) -> Path:
     """Make sure ``path`` is (or can become) a writable directory; return it as a ``Path``.
 
@@ -133,3 +142,25 @@ def check_output_dir(path: PathLike) -> Path:
     except OSError as e:
         raise UsageError(f"output directory {p} is not writable ({e.strerror or e})") from None
     return p
+
+
+class Printer:
+    """``print`` to stdout that survives a closed or failing stdout (``| head -1``,
+    ``> /dev/full``): on the first BrokenPipeError/OSError it stops printing, points stdout at
+    /dev/null so the interpreter's final flush is quiet, and lets the command finish its work
+    (writing its files, computing its exit status).
+    """
+
+    def __init__(self) -> None:
+        self.ok = True
+
+    def __call__(self, *args, **kwargs) -> None:
+        if not self.ok:
+            return
+        try:
+            print(*args, **kwargs, flush=True)
+        except OSError:  # BrokenPipeError is an OSError
+            self.ok = False
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())

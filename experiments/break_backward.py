@@ -54,7 +54,7 @@ from layers.softmax import SoftmaxFunction
 from layers.swiglu import SwiGLUFunction
 
 from experiments import _broken as B
-from experiments._cli import ArgumentParser, UsageError, fail, nonnegative_int
+from experiments._cli import ArgumentParser, Printer, UsageError, fail, nonnegative_int
 from experiments.gradcheck_report import (check_json_path, fmt_err, format_table, json_number,
                                           write_json)
 
@@ -315,14 +315,15 @@ def build_parser() -> ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command; returns the exit status (see the module docstring)."""
     args = build_parser().parse_args(argv)
+    say = Printer()
     try:
         json_path = check_json_path(args.json) if args.json is not None else None
     except UsageError as e:
         fail(PROG, str(e))
-    print(f"gradcheck of right and deliberately wrong backward passes: float64, slow mode, "
+    say(f"gradcheck of right and deliberately wrong backward passes: float64, slow mode, "
           f"seed {args.seed}, eps {EPS:g}, atol {ATOL:g}, rtol {RTOL:g}\n")
     rows = run(seed=args.seed)
-    print(render(rows))
+    say(render(rows))
     if json_path is not None:
         write_json(PROG, json_path, dict(
             command="break_backward", seed=args.seed, eps=EPS, atol=ATOL, rtol=RTOL,

@@ -18,15 +18,18 @@ on stdout, and one progress line per variant on stderr (steps/s, current loss). 
 val columns are mean losses over every position of each split (fixed windows, deterministic);
 the seed's one-random-batch estimates are recorded beside them in results.json.
 
-Writes to ``--output-dir`` (default ``./outputs/four_variants``), each file atomically:
+Writes to ``--output-dir`` (default ``./outputs/four_variants``), all files as one atomic step
+(every file is staged beside its destination and moved into place only when all are written):
 ``run_log.txt`` (the seed's layout), ``results.json`` (config, versions, and per variant: params,
 final losses, one-batch estimates, loss curve, seconds, status) and, with ``--save-checkpoints``,
 ``<norm>_<mlp>.npz`` (``gpt.load_checkpoint`` rebuilds the model).
 
 Exit status: 0 when every variant trained; 1 when a variant's loss became NaN or infinite (that
 variant stops with a message naming the step, the others still run, and all outputs are
-written); 2 on bad input (one line on stderr naming the problem, nothing written); 130 when
-interrupted (nothing written).
+written); 2 on bad input or when the outputs cannot be written or the model does not fit in
+memory (one line on stderr naming the problem, nothing written); 130 when interrupted (nothing
+written). The table is printed after the files are written; a closed stdout (``| head``) does
+not stop the run.
 """
 from __future__ import annotations
 
@@ -43,14 +46,16 @@ import numpy as np
 
 import gpt.train
 from gpt import GPT, GPTConfig
+from gpt.atomic import AtomicGroup
 from gpt.checkpoint import save_checkpoint
 from gpt.data import CharTokenizer, check_split_length, eval_windows, load_corpus, train_val_split
 from gpt.train import TrainingDiverged, estimate_loss, evaluate
 
 from experiments._cli import (
     ArgumentParser,
+    Printer,
     UsageError,
-    atomic_write_text,
+    path_arg,
     check_output_dir,
     fail,
     nonnegative_int,
@@ -87,9 +92,9 @@ def build_parser() -> ArgumentParser:
                    help="steps per variant (overrides --tiny/--full)")
     p.add_argument("--seed", type=nonnegative_int, default=0,
                    help="seed of each variant's initialisation and batches (default 0)")
-    p.add_argument("--corpus", type=Path, default=None, metavar="PATH",
+    p.add_argument("--corpus", type=path_arg, default=None, metavar="PATH",
                    help="a UTF-8 text file (default: the built-in 48-character corpus)")
-    p.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT_DIR, metavar="DIR",
+    p.add_argument("--output-dir", type=path_arg, default=DEFAULT_OUTPUT_DIR, metavar="DIR",
                    help=f"where to write run_log.txt, results.json (default {DEFAULT_OUTPUT_DIR})")
     p.add_argument("--save-checkpoints", action="store_true",
                    help="also write each trained model as <norm>_<mlp>.npz")
@@ -141,6 +146,12 @@ class Plan:
             except (TypeError, ValueError) as e:
                 raise UsageError(f"invalid model configuration: {e}") from None
         self.output_dir = check_output_dir(args.output_dir)
+        names = ["results.json", "run_log.txt"]
+        if args.save_checkpoints:
+            names += [f"{norm}_{mlp}.npz" for norm, mlp in VARIANTS]
+        for name in names:
+            if (self.output_dir / name).is_dir():
+                raise UsageError(f"cannot write {self.output_dir / name}: it is a directory")
 
 
 def _fmt_loss(x: Optional[float]) -> str:
@@ -335,40 +346,51 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         f"four_variants: {len(VARIANTS)} variants x {plan.steps} steps, corpus "
         f"{plan.corpus_label} ({len(plan.text)} characters, vocab {plan.vocab_size}), "
         f"train/val {len(plan.train_data)}/{len(plan.val_data)} tokens\n")
+    say = Printer()
     try:
         entries = []
         for norm, mlp in VARIANTS:
             e = run_variant(plan, norm, mlp)
             entries.append(e)
             if e["status"] == "ok":
-                print(f"  {norm:5s} + {mlp:8s}  params={e['params']:>6d}  "
-                      f"train={e['train_loss']:.4f}  val={e['val_loss']:.4f}", flush=True)
+                say(f"  {norm:5s} + {mlp:8s}  params={e['params']:>6d}  "
+                    f"train={e['train_loss']:.4f}  val={e['val_loss']:.4f}")
             else:
-                print(f"  {norm:5s} + {mlp:8s}  params={e['params']:>6d}  "
-                      f"diverged: {e['message']}", flush=True)
+                say(f"  {norm:5s} + {mlp:8s}  params={e['params']:>6d}  "
+                    f"diverged: {e['message']}")
     except KeyboardInterrupt:
         sys.stderr.write(f"\n{PROG}: interrupted; nothing written\n")
         return EXIT_INTERRUPTED
+    except MemoryError as e:
+        fail(PROG, f"out of memory: the model or the batch is too large for this machine ({e})")
 
-    print(f"\nUniform baseline: {baseline:.4f}")
-    print(f"\n{table_header()}")
-    print("-" * 50)
-    for e in entries:
-        print(table_row(e))
-
+    # Write every output file as one step (all or none), then print the table.
     out = plan.output_dir
-    out.mkdir(parents=True, exist_ok=True)
-    if args.save_checkpoints:
-        for e in entries:
-            if e["status"] == "ok":
-                fname = f"{e['norm']}_{e['mlp']}.npz"
-                save_checkpoint(e["_model"], out / fname)
-                e["checkpoint"] = fname
-    results = build_results(plan, entries, baseline)
-    atomic_write_text(out / "results.json",
-                      json.dumps(results, indent=2, allow_nan=False) + "\n")
-    atomic_write_text(out / "run_log.txt", build_run_log(plan, entries, baseline))
-    print(f"\nOutputs written to {out.resolve()}")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with AtomicGroup() as group:
+            if args.save_checkpoints:
+                for e in entries:
+                    if e["status"] == "ok":
+                        fname = f"{e['norm']}_{e['mlp']}.npz"
+                        save_checkpoint(e["_model"], group.stage(out / fname))
+                        e["checkpoint"] = fname
+            results = build_results(plan, entries, baseline)
+            group.write_text(out / "results.json",
+                             json.dumps(results, indent=2, allow_nan=False) + "\n")
+            group.write_text(out / "run_log.txt", build_run_log(plan, entries, baseline))
+    except KeyboardInterrupt:
+        sys.stderr.write(f"\n{PROG}: interrupted while writing; nothing written\n")
+        return EXIT_INTERRUPTED
+    except OSError as e:
+        fail(PROG, f"cannot write the outputs to {out}: {e.strerror or e}; nothing written")
+
+    say(f"\nUniform baseline: {baseline:.4f}")
+    say(f"\n{table_header()}")
+    say("-" * 50)
+    for e in entries:
+        say(table_row(e))
+    say(f"\nOutputs written to {out.resolve()}")
     diverged = [e["name"] for e in entries if e["status"] != "ok"]
     if diverged:
         sys.stderr.write(f"{PROG}: {len(diverged)} variant(s) diverged: "

@@ -37,7 +37,8 @@ from minigrad import Tensor, gradcheck_report
 from layers import functional as F
 from layers.rope import build_rope_cache
 
-from experiments._cli import ArgumentParser, UsageError, atomic_write_text, fail, nonnegative_int
+from experiments._cli import (ArgumentParser, Printer, UsageError, atomic_write_text, fail,
+                              nonnegative_int)
 
 PROG = "python -m experiments.gradcheck_report"
 EXIT_OK, EXIT_FAIL = 0, 1
@@ -324,18 +325,19 @@ def build_parser() -> ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command; returns the exit status (see the module docstring)."""
     args = build_parser().parse_args(argv)
+    say = Printer()
     try:
         json_path = check_json_path(args.json) if args.json is not None else None
     except UsageError as e:
         fail(PROG, str(e))
     mode = "fast" if args.fast else "slow"
-    print(f"gradcheck of every primitive and layer: float64, {mode} mode, seed {args.seed}, "
+    say(f"gradcheck of every primitive and layer: float64, {mode} mode, seed {args.seed}, "
           f"eps {EPS:g}, atol {ATOL:g}, rtol {RTOL:g}\n")
     rows = run(seed=args.seed, fast=args.fast)
-    print(render(rows))
+    say(render(rows))
     failed = [r for r in rows if not r["passed"]]
     for r in failed:
-        print(f"\n--- {r['name']} ---\n{r['report'].message}")
+        say(f"\n--- {r['name']} ---\n{r['report'].message}")
     if json_path is not None:
         write_json(PROG, json_path, dict(
             command="gradcheck_report", seed=args.seed, mode=mode, eps=EPS, atol=ATOL,

@@ -70,6 +70,7 @@ def load_checkpoint(path: PathLike):
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
+        IsADirectoryError: ``path`` is a directory.
         ValueError: the file is not an ``.npz`` archive, lacks or has malformed metadata, holds a
             pickled (object) array, or its arrays do not match the config's parameters (missing,
             unexpected, wrong shape).
@@ -77,6 +78,8 @@ def load_checkpoint(path: PathLike):
     from . import GPT, GPTConfig  # local import: gpt/__init__ imports this module
 
     p = Path(path)
+    if p.is_dir():
+        raise IsADirectoryError(f"checkpoint path is a directory, not a file: {p}")
     if not p.is_file():
         raise FileNotFoundError(f"checkpoint file not found: {p}")
     if not zipfile.is_zipfile(p):

@@ -106,3 +106,9 @@ def test_bad_files(tmp_path):
         load_checkpoint(pickled)
 
     assert zipfile.is_zipfile(good)
+
+
+def test_load_checkpoint_of_a_directory_says_so(tmp_path):
+    from gpt.checkpoint import load_checkpoint
+    with pytest.raises(IsADirectoryError, match="directory"):
+        load_checkpoint(tmp_path)

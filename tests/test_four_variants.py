@@ -317,3 +317,74 @@ def test_one_diverging_variant_does_not_stop_the_others(tmp_path, capsys, monkey
     log = (out / "run_log.txt").read_text().splitlines()
     assert log[7].startswith("ln      swiglu") and "diverged: loss became nan at step" in log[7]
     assert "ln+swiglu" in cap.err.splitlines()[-1]
+
+
+SMALL = ["--steps", "2", "--n-layers", "1", "--d-model", "16", "--n-heads", "2",
+         "--block-size", "8"]
+
+
+@pytest.mark.parametrize("flag", ["--output-dir", "--corpus"])
+def test_empty_paths_are_rejected(flag, tmp_path, capsys):
+    args = SMALL + ([flag, ""] if flag == "--output-dir" else
+                    [flag, "", "--output-dir", str(tmp_path / "out")])
+    with pytest.raises(SystemExit) as ei:
+        four_variants.main(args)
+    cap = capsys.readouterr()
+    _assert_one_line_error(ei.value.code, cap.out, cap.err, "empty path")
+    assert all_files(tmp_path) == []
+
+
+def test_an_output_name_taken_by_a_directory_is_bad_input(tmp_path, capsys):
+    (tmp_path / "results.json").mkdir()
+    with pytest.raises(SystemExit) as ei:
+        four_variants.main(SMALL + ["--output-dir", str(tmp_path)])
+    cap = capsys.readouterr()
+    _assert_one_line_error(ei.value.code, cap.out, cap.err, "is a directory")
+    assert all_files(tmp_path) == ["results.json"]
+
+
+def test_a_failed_write_leaves_no_file_and_one_line(tmp_path, capsys, monkeypatch):
+    """The outputs are one atomic step: a failure while writing the third file leaves none."""
+    calls = []
+
+    def failing_save(model, path):
+        calls.append(path)
+        if len(calls) == 3:
+            raise OSError(28, "No space left on device")
+        Path(path).write_bytes(b"x")
+
+    monkeypatch.setattr(four_variants, "save_checkpoint", failing_save)
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as ei:
+        four_variants.main(SMALL + ["--output-dir", str(out), "--save-checkpoints"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert ei.value.code == 2
+    assert "No space left on device" in err[-1] and "nothing written" in err[-1]
+    assert "Traceback" not in "\n".join(err)
+    assert all_files(out) == []
+
+
+def test_out_of_memory_is_one_line(tmp_path, capsys, monkeypatch):
+    def oom(plan, norm, mlp):
+        raise MemoryError("Unable to allocate 96.0 GiB")
+
+    monkeypatch.setattr(four_variants, "run_variant", oom)
+    with pytest.raises(SystemExit) as ei:
+        four_variants.main(SMALL + ["--output-dir", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert ei.value.code == 2 and "out of memory" in err[-1]
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_closed_stdout_still_writes_the_outputs(tmp_path):
+    out = tmp_path / "out"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.Popen([sys.executable, "-m", "experiments.four_variants", *SMALL,
+                             "--output-dir", str(out)], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader went away before the first line (like `| head -0`)
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=300) == 0, err
+    assert "Traceback" not in err
+    assert all_files(out) == ["results.json", "run_log.txt"]
