@@ -106,8 +106,9 @@ def build_parser() -> ArgumentParser:
     g.add_argument("--d-model", type=positive_int, default=64)
     g.add_argument("--pos", choices=("learned", "rope"), default="learned",
                    help="position encoding (default learned, as the seed)")
-    g.add_argument("--dtype", choices=("float32", "float64"), default="float32")
-    g.add_argument("--lr", type=positive_float, default=3e-3, help="AdamW learning rate")
+    g.add_argument("--dtype", choices=("float32", "float64"), default="float32",
+                   help="dtype of the weights and the computation (default float32)")
+    g.add_argument("--lr", type=positive_float, default=3e-3, help="AdamW learning rate (default 3e-3, as the seed)")
     return p
 
 
