@@ -23,7 +23,38 @@ def _set(mode: bool) -> None:
     _state.enabled = bool(mode)
 
 
-class no_grad(contextlib.ContextDecorator):
+class _GradMode(contextlib.ContextDecorator):
+    """Shared machinery: set grad mode to ``self._mode`` on entry, restore the previous mode on
+    exit (also on error, and re-entrantly: a decorated function may call itself)."""
+
+    _mode = True
+
+    def __enter__(self):
+        self.__dict__.setdefault("_prev", []).append(is_grad_enabled())
+        _set(self._mode)
+        return self
+
+    def __exit__(self, *exc):
+        _set(self._prev.pop())
+        return False
+
+
+class _FixedGradMode(_GradMode):
+    """A grad mode usable as ``with m():``, ``@m()`` and ``@m`` (PyTorch accepts all three)."""
+
+    def __new__(cls, func=None):
+        self = super().__new__(cls)
+        if func is not None:
+            if not callable(func):
+                raise TypeError(f"{cls.__name__}() takes no arguments or one function to decorate")
+            return self(func)
+        return self
+
+    def __init__(self, func=None):
+        pass
+
+
+class no_grad(_FixedGradMode):
     """Context manager and decorator that turns graph recording off.
 
     Inside it, ``Function.apply`` records no node, so outputs have
@@ -35,58 +66,27 @@ class no_grad(contextlib.ContextDecorator):
         with no_grad():
             logits, _ = model(idx)
 
-        @no_grad()
+        @no_grad()            # or @no_grad
         def evaluate(model): ...
+
+    Raises:
+        TypeError: if given an argument that is not a function.
     """
 
-    def __new__(cls, func=None):
-        # ``@no_grad`` without parentheses decorates ``func`` directly, as in PyTorch.
-        self = super().__new__(cls)
-        if func is not None:
-            if not callable(func):
-                raise TypeError(f"no_grad() takes no arguments or one function to decorate")
-            return self(func)
-        return self
-
-    def __init__(self, func=None):
-        pass
-
-    def __enter__(self):
-        self.__dict__.setdefault("_prev", []).append(is_grad_enabled())
-        _set(False)
-        return self
-
-    def __exit__(self, *exc):
-        _set(self._prev.pop())
-        return False
+    _mode = False
 
 
-class enable_grad(contextlib.ContextDecorator):
-    """Context manager and decorator that turns graph recording on (``torch.enable_grad``)."""
+class enable_grad(_FixedGradMode):
+    """Context manager and decorator that turns graph recording on (``torch.enable_grad``).
 
-    def __new__(cls, func=None):
-        # ``@enable_grad`` without parentheses decorates ``func`` directly, as in PyTorch.
-        self = super().__new__(cls)
-        if func is not None:
-            if not callable(func):
-                raise TypeError(f"enable_grad() takes no arguments or one function to decorate")
-            return self(func)
-        return self
+    Raises:
+        TypeError: if given an argument that is not a function.
+    """
 
-    def __init__(self, func=None):
-        pass
-
-    def __enter__(self):
-        self.__dict__.setdefault("_prev", []).append(is_grad_enabled())
-        _set(True)
-        return self
-
-    def __exit__(self, *exc):
-        _set(self._prev.pop())
-        return False
+    _mode = True
 
 
-class set_grad_enabled(contextlib.ContextDecorator):
+class set_grad_enabled(_GradMode):
     """Set grad mode to ``mode`` (bool) for a block or a function (``torch.set_grad_enabled``).
 
     Raises:
@@ -96,13 +96,4 @@ class set_grad_enabled(contextlib.ContextDecorator):
     def __init__(self, mode: bool):
         if not isinstance(mode, bool):
             raise TypeError(f"set_grad_enabled expects a bool, got {type(mode).__name__}")
-        self.mode = mode
-
-    def __enter__(self):
-        self.__dict__.setdefault("_prev", []).append(is_grad_enabled())
-        _set(self.mode)
-        return self
-
-    def __exit__(self, *exc):
-        _set(self._prev.pop())
-        return False
+        self._mode = mode
