@@ -31,6 +31,8 @@ import numpy as np
 
 from minigrad import Function, Tensor
 
+from ._checks import float_input
+
 __all__ = ["gelu_forward", "gelu_backward", "GELUFunction", "gelu"]
 
 GELU_K = math.sqrt(2.0 / math.pi)   # sqrt(2/pi)
@@ -124,7 +126,5 @@ def gelu(x, approximate: str = "tanh") -> Tensor:
                 'accurate to float64; use approximate="tanh"'
             )
         raise ValueError(f'gelu: approximate must be "tanh", got {approximate!r}')
-    xa = x.data if isinstance(x, Tensor) else np.asarray(x)
-    if not np.issubdtype(xa.dtype, np.floating):
-        raise TypeError(f"gelu: x must have a floating dtype, got {xa.dtype}")
-    return GELUFunction.apply(x if isinstance(x, Tensor) else xa)
+    x, _ = float_input(x, "x", "gelu")
+    return GELUFunction.apply(x)

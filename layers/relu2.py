@@ -26,6 +26,8 @@ import numpy as np
 
 from minigrad import Function, Tensor
 
+from ._checks import float_input
+
 __all__ = ["relu2_forward", "relu2_backward", "ReLU2Function", "relu2"]
 
 
@@ -76,7 +78,5 @@ def relu2(x) -> Tensor:
     Raises:
         TypeError: x of a non-floating dtype.
     """
-    xa = x.data if isinstance(x, Tensor) else np.asarray(x)
-    if not np.issubdtype(xa.dtype, np.floating):
-        raise TypeError(f"relu2: x must have a floating dtype, got {xa.dtype}")
-    return ReLU2Function.apply(x if isinstance(x, Tensor) else xa)
+    x, _ = float_input(x, "x", "relu2")
+    return ReLU2Function.apply(x)

@@ -27,6 +27,8 @@ import numpy as np
 
 from minigrad import Function, Tensor
 
+from ._checks import float_input
+
 __all__ = ["sigmoid_stable", "silu_forward", "silu_backward", "dsilu", "SiLUFunction", "silu"]
 
 
@@ -103,7 +105,5 @@ def silu(x) -> Tensor:
     Raises:
         TypeError: x of a non-floating dtype.
     """
-    xa = x.data if isinstance(x, Tensor) else np.asarray(x)
-    if not np.issubdtype(xa.dtype, np.floating):
-        raise TypeError(f"silu: x must have a floating dtype, got {xa.dtype}")
-    return SiLUFunction.apply(x if isinstance(x, Tensor) else xa)
+    x, _ = float_input(x, "x", "silu")
+    return SiLUFunction.apply(x)
