@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import math
 import platform
 import sys
@@ -146,6 +147,13 @@ class Plan:
                     norm=norm, mlp=mlp, pos=args.pos, dtype=args.dtype)
             except (TypeError, ValueError) as e:
                 raise UsageError(f"invalid model configuration: {e}") from None
+        need = max(_memory_lower_bound(c, args.batch_size) for c in self.configs.values())
+        have = _physical_memory()
+        if have and need > have:
+            raise UsageError(
+                f"the model and batch need at least {need / 2**30:.1f} GiB of memory to train "
+                f"(weights, gradients, AdamW state, activations), more than this machine's "
+                f"{have / 2**30:.1f} GiB; reduce --d-model, --n-layers or --batch-size")
         self.output_dir = check_output_dir(args.output_dir)
         names = ["results.json", "run_log.txt"]
         if args.save_checkpoints:
@@ -335,6 +343,40 @@ def build_run_log(plan: Plan, entries: List[Dict[str, Any]], baseline: float) ->
     return "\n".join(lines) + "\n"
 
 
+def _memory_lower_bound(config: GPTConfig, batch_size: int) -> int:
+    """A lower bound, in bytes, of the memory one training step of ``config`` holds.
+
+    Counts only what must exist at once: weights, gradients and AdamW's two moments
+    (4 x parameters, with the MLP and attention matrices as 12 C^2 a layer), the activations
+    each layer keeps for backward (at least 18 C values per token: the norm outputs, q, k, v,
+    the attention output and the MLP's hidden activations; plus the T x T attention
+    probabilities per head) and the logits with their gradient. The true peak is higher, so a
+    configuration over the machine's memory is sure to fail.
+    """
+    item = np.dtype(config.dtype).itemsize
+    B, T, C = batch_size, config.block_size, config.d_model
+    params = config.vocab_size * C + config.n_layers * 12 * C * C
+    acts = config.n_layers * B * T * (18 * C + config.n_heads * T) + 2 * B * T * config.vocab_size
+    return (4 * params + acts) * item
+
+
+def _physical_memory() -> Optional[int]:
+    """Bytes of physical memory, or None where the platform does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _remove_empty(dirs) -> None:
+    """Remove the directories this run created (deepest first) if they are still empty."""
+    for d in dirs:
+        try:
+            d.rmdir()
+        except OSError:
+            return
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command; returns the exit status (see the module docstring)."""
     args = build_parser().parse_args(argv)
@@ -367,6 +409,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     # Write every output file as one step (all or none), then print the table.
     out = plan.output_dir
+    created = [p for p in (out, *out.parents) if not p.exists()]  # deepest first
     try:
         out.mkdir(parents=True, exist_ok=True)
         with AtomicGroup() as group:
@@ -381,9 +424,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              json.dumps(results, indent=2, allow_nan=False) + "\n")
             group.write_text(out / "run_log.txt", build_run_log(plan, entries, baseline))
     except KeyboardInterrupt:
-        sys.stderr.write(f"\n{PROG}: interrupted while writing; nothing written\n")
+        _remove_empty(created)
+        sys.stderr.write(f"\n{PROG}: interrupted; nothing written\n")
         return EXIT_INTERRUPTED
     except OSError as e:
+        _remove_empty(created)
         fail(PROG, f"cannot write the outputs to {out}: {e.strerror or e}; nothing written")
 
     say(f"\nUniform baseline: {baseline:.4f}")

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import tempfile
+import threading
 from pathlib import Path
 from typing import IO, Iterator, Union
 
@@ -63,10 +65,15 @@ def atomic_write_bytes(path: PathLike, data: bytes) -> None:
 
 
 class AtomicGroup:
-    """Write several files as one step: each is staged as a temporary file beside its
-    destination, and only when every one is written are they all moved into place with
-    ``os.replace``. If anything fails (or is interrupted) before that, the temporary files are
-    removed and no destination is touched.
+    """Write several files as one step: all of them or none.
+
+    Each file is staged as a temporary file beside its destination. Only when every one is
+    written does the commit move them into place with ``os.replace``; before each move, an
+    existing destination is kept as a hard link, so that if a later move fails every file
+    already moved is put back (or removed, when it did not exist before). Ctrl-C (SIGINT)
+    cannot split the commit, which takes microseconds: it is held back and, since the work
+    it would interrupt is then complete, only recorded in ``interrupted``. If anything fails
+    before the commit, the temporary files are removed and no destination is touched.
 
     Use::
 
@@ -76,11 +83,13 @@ class AtomicGroup:
         # all files are in place here
 
     Raises:
-        OSError: from creating a temporary file or from ``os.replace``.
+        OSError: from creating a temporary file, keeping a backup link, or ``os.replace`` (in
+            which case nothing was changed).
     """
 
     def __init__(self) -> None:
         self._staged = []  # (tmp, dest)
+        self.interrupted = False
 
     def stage(self, dest: PathLike) -> Path:
         """A fresh temporary path in ``dest``'s directory that becomes ``dest`` on commit."""
@@ -102,18 +111,59 @@ class AtomicGroup:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        if exc_type is None:
-            try:
-                for tmp, dest in self._staged:
-                    os.replace(tmp, dest)
-            finally:
-                self._discard()
-        else:
+        try:
+            if exc_type is None:
+                with _sigint_held() as pending:
+                    self._commit()
+                self.interrupted = bool(pending)
+        finally:
             self._discard()
         return False
+
+    def _commit(self) -> None:
+        moved = []  # (dest, backup or None), in order
+        backups = []
+        try:
+            for tmp, dest in self._staged:
+                backup = None
+                if os.path.lexists(dest):
+                    backup = dest.with_name(f".{dest.name}.{os.getpid()}.bak")
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(backup)
+                    os.link(dest, backup)
+                    backups.append(backup)
+                os.replace(tmp, dest)
+                moved.append((dest, backup))
+        except BaseException:
+            for dest, backup in reversed(moved):  # put every moved file back
+                with contextlib.suppress(OSError):
+                    if backup is not None:
+                        os.replace(backup, dest)
+                    else:
+                        os.unlink(dest)
+            raise
+        finally:
+            for b in backups:
+                with contextlib.suppress(OSError):
+                    os.unlink(b)
 
     def _discard(self) -> None:
         for tmp, _ in self._staged:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
         self._staged = []
+
+
+@contextlib.contextmanager
+def _sigint_held():
+    """Hold SIGINT back for the duration of the block (main thread only); yields a list that
+    records the signals that arrived."""
+    pending = []
+    if threading.current_thread() is not threading.main_thread():
+        yield pending
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
+    try:
+        yield pending
+    finally:
+        signal.signal(signal.SIGINT, previous)

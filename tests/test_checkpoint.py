@@ -3,6 +3,8 @@ import json
 import zipfile
 
 import numpy as np
+import os
+
 import pytest
 
 from gpt import GPT, GPTConfig
@@ -112,3 +114,37 @@ def test_load_checkpoint_of_a_directory_says_so(tmp_path):
     from gpt.checkpoint import load_checkpoint
     with pytest.raises(IsADirectoryError, match="directory"):
         load_checkpoint(tmp_path)
+
+
+def test_atomic_group_is_all_or_none(tmp_path, monkeypatch):
+    """A failure while moving the third file into place puts the first two back."""
+    import gpt.atomic as atomic
+    from gpt.atomic import AtomicGroup
+
+    (tmp_path / "a.txt").write_text("old a")
+    (tmp_path / "c.txt").write_text("old c")
+    real_replace = os.replace
+    moves = []
+
+    def flaky_replace(src, dst):
+        moves.append(dst)
+        if len(moves) == 3:
+            raise OSError(5, "Input/output error")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(atomic.os, "replace", flaky_replace)
+    with pytest.raises(OSError, match="Input/output"):
+        with AtomicGroup() as group:
+            for name in ("a.txt", "b.txt", "c.txt"):
+                group.write_text(tmp_path / name, f"new {name[0]}")
+    monkeypatch.setattr(atomic.os, "replace", real_replace)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "c.txt"]  # no b, no temp
+    assert (tmp_path / "a.txt").read_text() == "old a"
+    assert (tmp_path / "c.txt").read_text() == "old c"
+
+    with AtomicGroup() as group:
+        for name in ("a.txt", "b.txt", "c.txt"):
+            group.write_text(tmp_path / name, f"new {name[0]}")
+    assert [(tmp_path / n).read_text() for n in ("a.txt", "b.txt", "c.txt")] == \
+        ["new a", "new b", "new c"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.txt", "c.txt"]

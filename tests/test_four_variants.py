@@ -354,14 +354,31 @@ def test_a_failed_write_leaves_no_file_and_one_line(tmp_path, capsys, monkeypatc
         Path(path).write_bytes(b"x")
 
     monkeypatch.setattr(four_variants, "save_checkpoint", failing_save)
-    out = tmp_path / "out"
+    out = tmp_path / "new" / "out"  # directories the run creates are removed again
     with pytest.raises(SystemExit) as ei:
         four_variants.main(SMALL + ["--output-dir", str(out), "--save-checkpoints"])
     err = capsys.readouterr().err.strip().splitlines()
     assert ei.value.code == 2
     assert "No space left on device" in err[-1] and "nothing written" in err[-1]
     assert "Traceback" not in "\n".join(err)
-    assert all_files(out) == []
+    assert all_files(tmp_path) == []
+
+
+def test_a_model_too_large_for_memory_is_refused_before_training(tmp_path, capsys):
+    with pytest.raises(SystemExit) as ei:
+        four_variants.main(["--d-model", "16384", "--n-heads", "1", "--steps", "1",
+                            "--output-dir", str(tmp_path / "out")])
+    cap = capsys.readouterr()
+    _assert_one_line_error(ei.value.code, cap.out, cap.err, "GiB of memory")
+    assert all_files(tmp_path) == []
+
+
+def test_memory_lower_bound_counts_the_weights_four_times():
+    cfg = four_variants.GPTConfig(vocab_size=10, block_size=4, n_layers=1, n_heads=1,
+                                  d_model=8, dtype="float64")
+    # 4 x (V C + 12 C^2) weights/grads/moments, 1 layer of B T (18 C + H T), 2 B T V logits
+    expected = (4 * (10 * 8 + 12 * 64) + 2 * 4 * (18 * 8 + 4) + 2 * 2 * 4 * 10) * 8
+    assert four_variants._memory_lower_bound(cfg, batch_size=2) == expected
 
 
 def test_out_of_memory_is_one_line(tmp_path, capsys, monkeypatch):
