@@ -54,9 +54,9 @@ from layers.softmax import SoftmaxFunction
 from layers.swiglu import SwiGLUFunction
 
 from experiments import _broken as B
-from experiments._cli import ArgumentParser, Printer, UsageError, fail, nonnegative_int
-from experiments.gradcheck_report import (check_json_path, fmt_err, format_table, json_number,
-                                          write_json)
+from experiments._cli import ArgumentParser, Printer
+from experiments.gradcheck_report import (add_seed_and_json_options, fmt_err, format_table,
+                                          json_destination, json_number, write_json)
 
 PROG = "python -m experiments.break_backward"
 EXIT_OK, EXIT_FAIL = 0, 1
@@ -305,10 +305,7 @@ def build_parser() -> ArgumentParser:
         description="Gradient-check deliberately wrong backward passes beside the right ones.",
         epilog="Exit status: 0 every right backward passes and every wrong one is caught; "
                "1 otherwise; 2 bad input.")
-    p.add_argument("--seed", type=nonnegative_int, default=0, metavar="N",
-                   help="seed of the inputs and the upstream gradient (default 0)")
-    p.add_argument("--json", metavar="PATH", default=None,
-                   help="also write the rows as JSON to PATH (atomically)")
+    add_seed_and_json_options(p)
     return p
 
 
@@ -316,10 +313,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command; returns the exit status (see the module docstring)."""
     args = build_parser().parse_args(argv)
     say = Printer()
-    try:
-        json_path = check_json_path(args.json) if args.json is not None else None
-    except UsageError as e:
-        fail(PROG, str(e))
+    json_path = json_destination(PROG, args.json)
     say(f"gradcheck of right and deliberately wrong backward passes: float64, slow mode, "
           f"seed {args.seed}, eps {EPS:g}, atol {ATOL:g}, rtol {RTOL:g}\n")
     rows = run(seed=args.seed)

@@ -315,21 +315,34 @@ def build_parser() -> ArgumentParser:
         epilog="Exit status: 0 all pass; 1 a check failed; 2 bad input.")
     p.add_argument("--fast", action="store_true",
                    help="fast mode: Gaussian directional products instead of full Jacobians")
+    add_seed_and_json_options(p)
+    return p
+
+
+def add_seed_and_json_options(p: ArgumentParser) -> None:
+    """The ``--seed N`` and ``--json PATH`` options shared by the gradient-check commands."""
     p.add_argument("--seed", type=nonnegative_int, default=0, metavar="N",
                    help="seed of the inputs and upstream gradients (default 0)")
     p.add_argument("--json", metavar="PATH", default=None,
                    help="also write the rows as JSON to PATH (atomically)")
-    return p
+
+
+def json_destination(prog: str, path: Optional[str]) -> Optional[Path]:
+    """The validated ``--json`` path (None when not given); bad paths end the command with one
+    line on stderr and exit status 2."""
+    if path is None:
+        return None
+    try:
+        return check_json_path(path)
+    except UsageError as e:
+        fail(prog, str(e))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command; returns the exit status (see the module docstring)."""
     args = build_parser().parse_args(argv)
     say = Printer()
-    try:
-        json_path = check_json_path(args.json) if args.json is not None else None
-    except UsageError as e:
-        fail(PROG, str(e))
+    json_path = json_destination(PROG, args.json)
     mode = "fast" if args.fast else "slow"
     say(f"gradcheck of every primitive and layer: float64, {mode} mode, seed {args.seed}, "
           f"eps {EPS:g}, atol {ATOL:g}, rtol {RTOL:g}\n")
