@@ -44,14 +44,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# name: (python "X.Y", extras, pins). Pins are pip requirement strings; unpinned packages get
-# the newest release pip finds for that Python.
+# name: (python "X.Y", extras, pins, build pins). Pins are pip requirement strings; unpinned
+# packages get the newest release pip finds for that Python. Build pins, when given, are
+# installed first and the project is built with them (--no-build-isolation) instead of with the
+# newest setuptools: the floor of pyproject.toml's [build-system] requires.
 COMBINATIONS = {
-    "oldest": ("3.9", "test,plot", ["numpy==1.23.0", "pytest==7.0.0", "matplotlib==3.5.0"]),
-    "numpy2.0": ("3.10", "test", ["numpy==2.0.0"]),
-    "parity": ("3.11", "test,plot,parity", ["torch==2.13.0"]),
-    "numpy1-last": ("3.12", "test", ["numpy==1.26.4"]),
-    "newest": ("3.13", "test,plot", []),
+    "oldest": ("3.9", "test,plot", ["numpy==1.23.0", "pytest==7.0.0", "matplotlib==3.5.0"],
+               ["setuptools==77.0.3"]),
+    "numpy2.0": ("3.10", "test", ["numpy==2.0.0"], []),
+    "parity": ("3.11", "test,plot,parity", ["torch==2.13.0"], []),
+    "numpy1-last": ("3.12", "test", ["numpy==1.26.4"], []),
+    "newest": ("3.13", "test,plot", [], []),
 }
 
 VERSIONS_SNIPPET = r"""
@@ -111,7 +114,8 @@ def pytest_summary(log: Path) -> str:
     return ""
 
 
-def check(name: str, python: str, extras: str, pins: list, src: Path, work: Path) -> dict:
+def check(name: str, python: str, extras: str, pins: list, build: list, src: Path,
+          work: Path) -> dict:
     """Install and test one combination in ``work``; returns its result row."""
     t0 = time.perf_counter()
     work.mkdir()
@@ -125,8 +129,11 @@ def check(name: str, python: str, extras: str, pins: list, src: Path, work: Path
     py = str(venv / "bin" / "python")
     env["PATH"] = str(venv / "bin") + os.pathsep + env.get("PATH", "")
     target = f"{src}[{extras}]" if extras else str(src)
-    if run([py, "-m", "pip", "install", *pins, target], work / "install.log", work, env,
-           1800).returncode:
+    isolation = ["--no-build-isolation"] if build else []
+    if (build and run([py, "-m", "pip", "install", *build], work / "build_install.log", work,
+                      env, 600).returncode) or \
+            run([py, "-m", "pip", "install", *isolation, *pins, target], work / "install.log",
+                work, env, 1800).returncode:
         row["seconds"] = round(time.perf_counter() - t0)
         return row
     row["install"] = "ok"
@@ -169,9 +176,9 @@ def main(argv=None) -> int:
     args, overrides = parse_args(argv)
     names = args.only or list(COMBINATIONS)
     if args.list:
-        for name, (ver, extras, pins) in COMBINATIONS.items():
+        for name, (ver, extras, pins, build) in COMBINATIONS.items():
             print(f"{name:12s} Python {ver} ({find_python(ver, overrides) or 'not found'}) "
-                  f"[{extras}] {' '.join(pins) or '(newest of each)'}")
+                  f"[{extras}] {' '.join(pins + build) or '(newest of each)'}")
         return 0
     tmp = Path(tempfile.mkdtemp(prefix="minigrad-support-"))
     print(f"working in {tmp}", flush=True)
@@ -181,14 +188,14 @@ def main(argv=None) -> int:
         src.mkdir()
         copy_source(src)
         for name in names:
-            ver, extras, pins = COMBINATIONS[name]
+            ver, extras, pins, build = COMBINATIONS[name]
             python = find_python(ver, overrides)
             if python is None:
                 rows.append({"name": name, "versions": {"python": ver}, "install": "no Python",
                              "main job": "-", "tests": "-"})
             else:
-                print(f"== {name}: Python {ver} [{extras}] {' '.join(pins)}", flush=True)
-                rows.append(check(name, python, extras, pins, src, tmp / name))
+                print(f"== {name}: Python {ver} [{extras}] {' '.join(pins + build)}", flush=True)
+                rows.append(check(name, python, extras, pins, build, src, tmp / name))
             r = rows[-1]
             print(f"   {json.dumps(r['versions'])} install {r['install']}, main job "
                   f"{r['main job']}, tests {r['tests']}, {r.get('seconds', '-')} s", flush=True)
