@@ -15,7 +15,7 @@ and prints one line per combination with the versions installed and the results.
 
 Usage (from the repository root; run by hand, not in CI, as it downloads packages)::
 
-    python tools/check_support.py                 # every combination, about 6 minutes on 2 cores
+    python tools/check_support.py                 # every combination, about 14 minutes on 2 cores
     python tools/check_support.py --only oldest newest
     python tools/check_support.py --list          # the combinations, and the Python each uses
 
@@ -180,6 +180,7 @@ def main(argv=None) -> int:
             print(f"{name:12s} Python {ver} ({find_python(ver, overrides) or 'not found'}) "
                   f"[{extras}] {' '.join(pins + build) or '(newest of each)'}")
         return 0
+    start = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="minigrad-support-"))
     print(f"working in {tmp}", flush=True)
     rows = []
@@ -212,6 +213,7 @@ def main(argv=None) -> int:
         print(f"{r['name']:12s} {v.get('python', '-'):8s} {v.get('numpy', '-'):8s} "
               f"{v.get('pytest', '-'):8s} {v.get('matplotlib', '-'):10s} {v.get('torch', '-'):12s} "
               f"{r['install']:8s} {r['main job']:8s} {r['tests']}")
+    print(f"total {time.perf_counter() - start:.0f} s")
     ok = all(r["install"] == "ok" and r["main job"] == "ok" and not r["tests"].startswith(("FAIL", "-"))
              for r in rows)
     return 0 if ok else 1
