@@ -86,7 +86,7 @@ def copy_source(dest: Path) -> None:
         files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT,
                                capture_output=True, check=True).stdout.decode().split("\0")
     except (OSError, subprocess.CalledProcessError):
-        shutil.copytree(ROOT, dest, ignore=shutil.ignore_patterns(
+        shutil.copytree(ROOT, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns(
             ".git", "__pycache__", "*.egg-info", "build", "dist", "outputs", ".venv"))
         return
     for rel in filter(None, files):
