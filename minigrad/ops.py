@@ -12,6 +12,11 @@ import numbers
 
 import numpy as np
 
+try:  # numpy >= 1.25
+    from numpy.exceptions import AxisError
+except ImportError:  # numpy 1.23, 1.24: only the top-level name (removed from it in numpy 2.0)
+    from numpy import AxisError
+
 from .function import Function
 from .tensor import Tensor
 
@@ -53,7 +58,7 @@ def _norm_axes(axis, ndim):
     out = []
     for ax in axis:
         if not -ndim <= ax < max(ndim, 1) or (ndim == 0 and ax not in (0, -1)):
-            raise np.exceptions.AxisError(int(ax), ndim)
+            raise AxisError(int(ax), ndim)
         out.append(int(ax) % max(ndim, 1))
     if len(set(out)) != len(out):
         raise ValueError(f"duplicate value in axis: {axis}")
