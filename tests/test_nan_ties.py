@@ -104,7 +104,8 @@ CASES = {
     "sigmoid": (lambda t: t.sigmoid(), lambda t, torch: torch.sigmoid(t)),
     "tanh": (lambda t: t.tanh(), lambda t, torch: torch.tanh(t)),
     "silu": (F.silu, lambda t, torch: torch.nn.functional.silu(t)),
-    "gelu(tanh)": (F.gelu, lambda t, torch: torch.nn.functional.gelu(t, approximate="tanh")),
+    "gelu(tanh)": (lambda t: F.gelu(t, approximate="tanh"), lambda t, torch: torch.nn.functional.gelu(t, approximate="tanh")),
+    "gelu(none)": (F.gelu, lambda t, torch: torch.nn.functional.gelu(t)),
     "softmax": (lambda t: F.softmax(t, dim=-1), lambda t, torch: torch.softmax(t, dim=-1)),
 }
 POINTS = {
