@@ -753,7 +753,14 @@ class Tensor:
         return self._data.ndim
 
     def transpose(self, *axes) -> "Tensor":
-        """Permute axes, as ``np.transpose``: no arguments reverse them."""
+        """Permute axes, as ``np.transpose``: no arguments reverse them; a tuple or one int per
+        axis gives the permutation. Two int arguments ``transpose(dim0, dim1)`` swap those two
+        axes, as ``torch.transpose`` (the one NumPy call form this changes is
+        ``transpose(0, 1)`` on a 2-D Tensor, an identity in NumPy, a swap here and in PyTorch).
+        """
+        if len(axes) == 2 and all(isinstance(a, (int, np.integer)) for a in axes) \
+                and self.ndim >= 1:
+            return self.swapaxes(int(axes[0]), int(axes[1]))
         if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = tuple(axes[0])
         return _ops.Transpose.apply(self, axes=axes if axes else None)
@@ -764,7 +771,14 @@ class Tensor:
         return self.transpose()
 
     def swapaxes(self, axis1: int, axis2: int) -> "Tensor":
-        """Swap two axes, as ``np.swapaxes``."""
+        """Swap two axes, as ``np.swapaxes``.
+
+        Raises:
+            IndexError: an axis out of range.
+        """
+        for a in (axis1, axis2):
+            if not -self.ndim <= a < max(self.ndim, 1):
+                raise IndexError(f"swapaxes: axis {a} out of range for a {self.ndim}-D Tensor")
         perm = list(range(self.ndim))
         a1, a2 = perm[axis1], perm[axis2]
         perm[a1], perm[a2] = a2, a1

@@ -42,6 +42,7 @@ GRADCHECKS = {
     "squeeze": (lambda: [_leaf(1, 3, 1)], lambda a: a.squeeze()),
     "flatten": (lambda: [_leaf(2, 3, 4)], lambda a: a.flatten(0, 1)),
     "t": (lambda: [_leaf(2, 3)], lambda a: a.t()),
+    "transpose(dim0, dim1)": (lambda: [_leaf(2, 3, 4)], lambda a: a.transpose(-2, -1)),
 }
 
 
@@ -92,6 +93,12 @@ def test_shape_methods_against_numpy():
         x.permute(0, 0, 1)
     with pytest.raises(IndexError, match="out of range"):
         x.unsqueeze(4)
+    # transpose(dim0, dim1) swaps two axes (PyTorch); a full permutation still works (NumPy)
+    np.testing.assert_array_equal(x.transpose(-2, -1).data, np.swapaxes(a, -2, -1))
+    np.testing.assert_array_equal(x.transpose(2, 0, 1).data, a.transpose(2, 0, 1))
+    np.testing.assert_array_equal(Tensor(a[:, 0]).transpose(0, 1).data, a[:, 0].T)
+    with pytest.raises(IndexError, match="out of range"):
+        x.transpose(0, 3)
 
 
 def test_abs_clamp_values():
@@ -157,7 +164,8 @@ def test_against_torch():
     for ours, theirs in [
         (x.squeeze(0), tx.squeeze(0)), (x.squeeze(), tx.squeeze()), (x.flatten(1), tx.flatten(1)),
         (x.unsqueeze(-2), tx.unsqueeze(-2)), (x.permute(1, 2, 0), tx.permute(1, 2, 0)),
-        (x.view(3, -1), tx.view(3, -1)), (x.sum(dim=-1, keepdim=True), tx.sum(dim=-1, keepdim=True)),
+        (x.view(3, -1), tx.view(3, -1)), (x.transpose(0, 2), tx.transpose(0, 2)),
+        (x[:, 0].transpose(0, 1), tx[:, 0].transpose(0, 1)), (x.sum(dim=-1, keepdim=True), tx.sum(dim=-1, keepdim=True)),
         (x.argmax(dim=2, keepdim=True), tx.argmax(dim=2, keepdim=True)), (x.argmin(), tx.argmin()),
     ]:
         assert ours.shape == tuple(theirs.shape)
