@@ -1,9 +1,11 @@
 """``Tensor``: an ``np.ndarray`` with a gradient, and reverse mode (``Tensor.backward``).
 
 Tensor methods follow NumPy's array API (``sum(axis=None, keepdims=False)``, ``transpose(*axes)``,
-``swapaxes``, ``.T``, indexing), because a Tensor is a NumPy array with a gradient. The
-neural-network API (``layers.functional``, modules, ``optim``, ``gradcheck``, ``no_grad``)
-follows PyTorch's names.
+``swapaxes``, ``.T``, indexing), because a Tensor is a NumPy array with a gradient; PyTorch's
+spellings are accepted beside them (``dim=``/``keepdim=``, ``view``, ``permute``, ``unsqueeze``,
+``squeeze``, ``flatten``, ``t``, ``max(dim=)`` -> (values, indices), in-place ``+=`` and ``add_``).
+The neural-network API (``layers.functional``, modules, ``optim``, ``gradcheck``, ``no_grad``)
+follows PyTorch's names. Deliberate differences from PyTorch: docs/pytorch.md.
 
 The dtype of the inputs is the dtype of the computation: a float32 graph computes and returns
 float32 gradients; a Python scalar operand takes the Tensor's floating dtype.
