@@ -79,6 +79,12 @@ def test_max_with_dim_values_indices_first_occurrence():
     ("clamp", lambda t: t.clamp(-1, 1), [NAN, INF, -INF, -1., 1., 0., 2.],
      [NAN, 1, -1, -1, 1, 0, 1], [0, 0, 0, 1, 1, 1, 0]),
     ("clamp(min=0)", lambda t: t.clamp(min=0), [NAN, 0., -1., 3.], [NAN, 0, 0, 3], [0, 1, 0, 1]),
+    # sigmoid: s(1 - s) is 0 at +-inf and 1/4 at 0.
+    ("sigmoid", lambda t: t.sigmoid(), [NAN, INF, -INF, 0.], [NAN, 1, 0, .5], [NAN, 0, 0, .25]),
+    # x sigma(x) and x Phi(x) at -inf are -inf * 0 = NaN in IEEE arithmetic (PyTorch too); at 0
+    # both derivatives are 1/2 (sigma(0) = Phi(0) = 1/2, the x-term vanishes).
+    ("silu", F.silu, [NAN, -INF, 0.], [NAN, NAN, 0], [NAN, NAN, .5]),
+    ("gelu", F.gelu, [NAN, -INF, 0.], [NAN, NAN, 0], [NAN, NAN, .5]),
 ])
 def test_elementwise_masks(name, fn, x, value, grad):
     v, g = _grad(fn, x)
