@@ -137,6 +137,18 @@ class CrossEntropyFunction(Function):
         return cross_entropy_backward(dloss, (probs, t, valid, *ctx.rest)), None
 
 
+def _check_options(reduction, ignore_index, label_smoothing) -> None:
+    """Raise on an unknown reduction, a non-integer ignore_index or a smoothing outside [0, 1]."""
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"cross_entropy: reduction must be one of {REDUCTIONS}, got {reduction!r}")
+    if isinstance(ignore_index, bool) or not isinstance(ignore_index, numbers.Integral):
+        raise TypeError(f"cross_entropy: ignore_index must be an int, got {ignore_index!r}")
+    if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, numbers.Real) \
+            or not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(
+            f"cross_entropy: label_smoothing must be a number in [0, 1], got {label_smoothing!r}")
+
+
 def cross_entropy(logits, targets, reduction: str = "mean", ignore_index: int = -100,
                   label_smoothing: float = 0.0):
     """Cross-entropy of ``logits`` against class indices ``targets``
@@ -181,14 +193,7 @@ def cross_entropy(logits, targets, reduction: str = "mean", ignore_index: int = 
             f"expected targets of shape {xa.shape[:-1]}")
     if ta.size == 0:
         raise ValueError("cross_entropy: no rows (N = 0); the mean is undefined")
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"cross_entropy: reduction must be one of {REDUCTIONS}, got {reduction!r}")
-    if isinstance(ignore_index, bool) or not isinstance(ignore_index, numbers.Integral):
-        raise TypeError(f"cross_entropy: ignore_index must be an int, got {ignore_index!r}")
-    if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, numbers.Real) \
-            or not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(
-            f"cross_entropy: label_smoothing must be a number in [0, 1], got {label_smoothing!r}")
+    _check_options(reduction, ignore_index, label_smoothing)
     V = xa.shape[-1]
     bad = ((ta < 0) | (ta >= V)) & (ta != ignore_index)
     if bad.any():
