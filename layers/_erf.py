@@ -60,6 +60,7 @@ def _taylor_coefficients() -> np.ndarray:
 
 
 _A = _taylor_coefficients()
+_A_COLS = tuple(np.ascontiguousarray(_A[:, k]) for k in range(_K + 1))   # 1-D: fast gathers
 
 
 def _erf_erfc_nonneg(z: np.ndarray):
@@ -70,9 +71,10 @@ def _erf_erfc_nonneg(z: np.ndarray):
     zs = z[small]
     j = np.rint(zs / _STEP).astype(np.intp)                     # nearest centre
     h = zs - _C[j]                                              # |h| <= 1/8
-    d = _A[j, _K]
+    d = _A_COLS[_K][j]
     for k in range(_K - 1, 0, -1):                              # Horner
-        d = d * h + _A[j, k]
+        d *= h
+        d += _A_COLS[k][j]
     d *= h                                                      # D(c, h)
     erf[small] = _ERF_C[j] + d
     erfc[small] = _ERFC_C[j] - d
