@@ -339,6 +339,9 @@ class Tensor:
     def __itruediv__(self, other):
         return self._inplace("/=", np.divide, other)
 
+    def __ipow__(self, other):
+        return self._inplace("**=", np.power, other)
+
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
         """Set ``requires_grad`` in place and return self (``torch.Tensor.requires_grad_``).
 
