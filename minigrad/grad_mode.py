@@ -12,7 +12,8 @@ PyTorch accepts:
   in a per-thread stack, so one thread (or one decorator instance shared by two threads) never
   changes another thread's mode.
 
-``inference_mode`` is not offered (see docs/pytorch.md): use ``no_grad``.
+``inference_mode`` is offered as ``no_grad`` under PyTorch's name (without PyTorch's "inference
+tensor" restrictions; see docs/pytorch.md).
 """
 from __future__ import annotations
 
@@ -202,3 +203,38 @@ class set_grad_enabled(_GradMode):
         new = object.__new__(type(self))
         new._mode = self._mode
         return new
+
+
+class inference_mode(_GradMode):
+    """``torch.inference_mode`` as ``no_grad``: ``with inference_mode():``, ``@inference_mode()``,
+    ``@inference_mode``; ``inference_mode(False)`` turns grad mode on, as PyTorch's does (its
+    guard sets grad mode to ``not mode``).
+
+    PyTorch also marks the Tensors made inside as "inference tensors" that may never enter a
+    recorded graph later; minigrad has no such tensors, so code that PyTorch accepts runs the
+    same here (docs/pytorch.md).
+
+    Raises:
+        TypeError: if ``mode`` is neither a bool nor a function to decorate.
+    """
+
+    def __new__(cls, mode=True):
+        self = super().__new__(cls)
+        if callable(mode):                              # @inference_mode without parentheses
+            self._on = True
+            return self(mode)
+        return self
+
+    def __init__(self, mode=True):
+        if callable(mode):
+            return
+        if not isinstance(mode, bool):
+            raise TypeError(f"inference_mode expects a bool, got {type(mode).__name__}")
+        self._on = mode
+
+    @property
+    def _mode(self):
+        return not self._on                             # PyTorch: grad mode = not mode
+
+    def _clone(self) -> "inference_mode":
+        return type(self)(self._on)

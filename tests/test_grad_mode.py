@@ -180,6 +180,28 @@ def test_one_instance_shared_by_two_threads():
     assert _run_overlapping(decorated, decorated) == want
 
 
+def test_inference_mode_forms():
+    with mg.inference_mode():
+        assert not mg.is_grad_enabled() and not (_x() * 2).requires_grad
+    assert mg.is_grad_enabled()
+
+    @mg.inference_mode
+    def f():
+        return mg.is_grad_enabled()
+
+    @mg.inference_mode()
+    def gen():
+        yield mg.is_grad_enabled()
+    assert f() is False and list(gen()) == [False] and mg.is_grad_enabled()
+    with mg.inference_mode(False):                      # grad mode = not mode, as torch
+        assert mg.is_grad_enabled()
+    with mg.no_grad(), mg.inference_mode(False):
+        assert mg.is_grad_enabled()
+    assert mg.is_grad_enabled()
+    with pytest.raises(TypeError, match="bool"):
+        mg.inference_mode(1)
+
+
 def test_same_script_on_torch():
     torch = pytest.importorskip("torch")
     try:
@@ -195,5 +217,9 @@ def test_same_script_on_torch():
         def f():
             return torch.is_grad_enabled()
         assert torch.is_grad_enabled() and f() is False
+        with torch.no_grad(), torch.inference_mode(False):
+            assert torch.is_grad_enabled()
+        with torch.inference_mode(False):
+            assert torch.is_grad_enabled()
     finally:
         torch.set_grad_enabled(True)
