@@ -36,6 +36,39 @@ def test_hand_written_sgd_step_trains():
     np.testing.assert_allclose(w.data, w_np, rtol=1e-12, atol=1e-12)
 
 
+def test_sgd_on_a_module_updates_its_parameters():
+    # A two-layer MLP (float32 Modules) on a fixed batch, plain SGD written by hand.
+    from layers.functional import cross_entropy
+    from layers.modules import Linear
+    rng = np.random.default_rng(1)
+
+    class TinyMLP(mg.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.fc2 = Linear(4, 16, rng=rng), Linear(16, 3, rng=rng)
+
+        def forward(self, x):
+            return self.fc2(self.fc1(x).relu())
+
+    model = TinyMLP()
+    x = Tensor(rng.standard_normal((32, 4)).astype(np.float32))
+    y = rng.integers(0, 3, 32)
+    params = list(model.parameters())
+    before = [p.data.copy() for p in params]
+    losses = []
+    for _ in range(40):
+        model.zero_grad()
+        loss = cross_entropy(model(x), y)
+        loss.backward()
+        with mg.no_grad():
+            for p in params:
+                p -= 0.5 * p.grad
+        losses.append(loss.item())
+    assert losses[-1] < 0.8 * losses[0]
+    assert all(p.dtype == np.float32 and p.is_leaf and p.requires_grad for p in params)
+    assert all(not np.array_equal(p.data, b) for p, b in zip(params, before))
+
+
 @pytest.mark.parametrize("op, ref", [
     ("t += o", lambda a, o: a + o), ("t -= o", lambda a, o: a - o),
     ("t *= o", lambda a, o: a * o), ("t /= o", lambda a, o: a / o),
