@@ -349,8 +349,8 @@ class CrossEntropyNoMean(CrossEntropyFunction):
 
     @staticmethod
     def backward(ctx, dloss):
-        probs, t = ctx.saved_tensors
-        return cross_entropy_backward_no_mean(dloss, (probs, t, ctx.shape)), None
+        probs, t, _ = ctx.saved_tensors
+        return cross_entropy_backward_no_mean(dloss, (probs, t, ctx.rest[-1])), None
 
 
 # ----------------------------------------------------------------------------- linear

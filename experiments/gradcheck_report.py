@@ -186,7 +186,21 @@ PRIMITIVES: Tuple[OpCase, ...] = (
     OpCase("mean", "op", lambda r: ([_randn(r, 2, 3, 4)],
                                     lambda a: a.mean(axis=-1, keepdims=True))),
     OpCase("max", "op", lambda r: ([_randn(r, 2, 3, 4)], lambda a: a.max(axis=1))),
+    OpCase("min", "op", lambda r: ([_randn(r, 2, 3, 4)], lambda a: a.min(axis=-1, keepdims=True))),
+    OpCase("amax", "op", lambda r: ([_randn(r, 2, 3, 4)], lambda a: a.amax(dim=(0, 2)))),
+    OpCase("amin", "op", lambda r: ([_randn(r, 2, 3, 4)], lambda a: a.amin(dim=1))),
+    OpCase("max (dim: values, indices)", "op",
+           lambda r: ([_randn(r, 2, 3, 4)], lambda a: a.max(dim=1).values)),
+    OpCase("abs", "op", lambda r: ([_away_from_zero(r, 2, 3)], lambda a: a.abs())),
+    OpCase("clamp", "op", lambda r: ([_t(np.array([[-1.7, -0.6, 0.3], [0.9, 1.4, -0.2]]))],
+                                     lambda a: a.clamp(-1.0, 1.0))),   # away from the bounds
     OpCase("reshape", "op", lambda r: ([_randn(r, 2, 3, 4)], lambda a: a.reshape(6, 4))),
+    OpCase("view", "op", lambda r: ([_randn(r, 2, 3, 4)], lambda a: a.view(-1, 4))),
+    OpCase("permute", "op", lambda r: ([_randn(r, 2, 3, 4)], lambda a: a.permute(1, 2, 0))),
+    OpCase("unsqueeze", "op", lambda r: ([_randn(r, 2, 3)], lambda a: a.unsqueeze(1))),
+    OpCase("squeeze", "op", lambda r: ([_randn(r, 2, 1, 3)], lambda a: a.squeeze(1))),
+    OpCase("flatten", "op", lambda r: ([_randn(r, 2, 3, 4)], lambda a: a.flatten(1))),
+    OpCase("t", "op", lambda r: ([_randn(r, 2, 3)], lambda a: a.t())),
     OpCase("transpose", "op", lambda r: ([_randn(r, 2, 3, 4)], lambda a: a.transpose(2, 0, 1))),
     OpCase("getitem (slice)", "op", lambda r: ([_randn(r, 3, 4)], lambda a: a[:, 1:3])),
     OpCase("getitem (repeated index)", "op",
@@ -215,6 +229,15 @@ def _cross_entropy_case(r):
     return [_randn(r, 6, 11), targets], F.cross_entropy         # logits (N, V)
 
 
+def _cross_entropy_options_case(reduction):
+    def build(r):
+        targets = r.integers(0, 11, size=6)                     # (N,) int, a constant
+        targets[2] = -100                                       # one ignored row
+        return [_randn(r, 6, 11), targets], lambda x, t: F.cross_entropy(
+            x, t, reduction=reduction, ignore_index=-100, label_smoothing=0.1)
+    return build
+
+
 def _attention_case(causal):
     def build(r):
         q, k, v = _randn(r, 2, 2, 5, 4), _randn(r, 2, 2, 5, 4), _randn(r, 2, 2, 5, 4)  # (B,H,T,hs)
@@ -229,7 +252,10 @@ LAYERS: Tuple[OpCase, ...] = (
     OpCase("layer_norm", "layer", lambda r: ([_randn(r, 2, 4, 8), _gain(r, 8), _w(r, 8)],
                                              F.layer_norm)),
     OpCase("rms_norm", "layer", lambda r: ([_randn(r, 2, 4, 8), _gain(r, 8)], F.rms_norm)),
-    OpCase("gelu", "layer", lambda r: ([_t(2 * r.standard_normal((2, 4, 8)))], F.gelu)),
+    OpCase("gelu", "layer", lambda r: ([_t(2 * r.standard_normal((2, 4, 8)))],
+                                       lambda x: F.gelu(x, approximate="tanh"))),
+    OpCase("gelu (exact erf)", "layer", lambda r: ([_t(2 * r.standard_normal((2, 4, 8)))],
+                                                   F.gelu)),
     OpCase("relu2", "layer", lambda r: ([_away_from_zero(r, 2, 4, 8)], F.relu2)),
     OpCase("silu", "layer", lambda r: ([_t(2 * r.standard_normal((2, 4, 8)))], F.silu)),
     OpCase("swiglu", "layer", lambda r: ([_randn(r, 2, 3, 8), _w(r, 21, 8), _w(r, 21, 8),
@@ -237,6 +263,10 @@ LAYERS: Tuple[OpCase, ...] = (
     OpCase("apply_rope", "layer", _rope_case),
     OpCase("softmax", "layer", lambda r: ([_t(2 * r.standard_normal((2, 3, 7)))], F.softmax)),
     OpCase("cross_entropy", "layer", _cross_entropy_case),
+    OpCase("cross_entropy (sum, ignore_index, label_smoothing)", "layer",
+           _cross_entropy_options_case("sum")),
+    OpCase("cross_entropy (none, ignore_index, label_smoothing)", "layer",
+           _cross_entropy_options_case("none")),
     OpCase("scaled_dot_product_attention (causal)", "layer", _attention_case(True)),
     OpCase("scaled_dot_product_attention", "layer", _attention_case(False)),
     OpCase("linear", "layer", lambda r: ([_randn(r, 2, 4, 8), _w(r, 6, 8), _w(r, 6)], F.linear)),

@@ -1,29 +1,37 @@
-"""Cross-entropy of logits against integer targets, mean over rows, as one autograd node.
+"""Cross-entropy of logits against integer targets, as one autograd node
+(``torch.nn.functional.cross_entropy`` with ``reduction``, ``ignore_index``, ``label_smoothing``).
 
 Shapes: N rows (N = B*T in the GPT), V classes (vocab_size). logits (N, V), targets (N,); also
 (B, T, V) with (B, T) (any leading shape), flattened to N rows internally.
 
-Forward (the negative log-likelihood of a softmax classifier; ``torch.nn.functional.cross_entropy``
-with reduction="mean")::
+Forward, per row n with shifted logits z_n = x_n - max_v x_nv, smoothing eps in [0, 1] and
+valid_n = [t_n != ignore_index]::
 
-    m_n      = max_v x_nv
-    logp_nv  = (x_nv - m_n) - log(sum_v exp(x_nv - m_n))      (log-softmax, stable)
-    loss     = -(1/N) sum_n logp_n,target_n
-             = (1/N) sum_n (logsumexp(x_n) - x_n,target_n)
+    lse_n    = log(sum_v exp(z_nv))                           (log-sum-exp of the shifted row)
+    nll_n    = lse_n - z_n,t_n                                = -logp_n,t_n
+    smooth_n = lse_n - (1/V) sum_v z_nv                       = -(1/V) sum_v logp_nv
+    l_n      = valid_n * ((1 - eps) nll_n + eps smooth_n)     (0 on ignored rows)
+    loss     = l (reduction "none", shape of targets) | sum_n l_n ("sum")
+             | sum_n l_n / sum_n valid_n ("mean"; NaN when every row is ignored, as PyTorch)
 
 The log-softmax is formed from the shifted logits, never as log(softmax): with float32 logits of
 1e8 the shifted logits are exact small numbers, so two equal logits give ln 2, not 0 or inf.
 
-Cache: probs = softmax(logits) (N, V), the targets (N,) and N. probs is exp(logp), a by-product of
-the forward, and the whole gradient is written in it, so nothing else is kept.
+Cache: probs = softmax(logits) (N, V), the targets (N,) (ignored ones replaced by 0), the
+per-row weight valid_n (N,), eps, the reduction and the row count. probs is exp(logp), a
+by-product of the forward, and the whole gradient is written in it, so nothing else is kept.
 
-Backward (softmax minus one-hot)::
+Backward, with w_n the upstream gradient reaching row n (dloss / sum valid for "mean", dloss
+for "sum", dloss_n for "none"), times valid_n::
 
-    dlogits = (probs - onehot(targets)) * dloss / N
+    dlogits_n = w_n * (probs_n - (1 - eps) onehot(t_n) - eps / V)
+                       # term 1: softmax; term 2: -(1-eps) one-hot; term 3: -eps/V uniform
 
 Derivation: docs/derivations.md, section Cross-entropy.
 """
 from __future__ import annotations
+
+import numbers
 
 import numpy as np
 
@@ -32,17 +40,25 @@ from minigrad import Function, Tensor
 __all__ = ["cross_entropy", "cross_entropy_forward", "cross_entropy_backward",
            "CrossEntropyFunction"]
 
+REDUCTIONS = ("mean", "sum", "none")
 
-def cross_entropy_forward(logits, targets):
-    """Mean cross-entropy.
+
+def cross_entropy_forward(logits, targets, reduction="mean", ignore_index=-100,
+                          label_smoothing=0.0):
+    """Cross-entropy with PyTorch's reduction, ignore_index and label smoothing.
 
     Args:
         logits (np.ndarray): (..., V) floating.
-        targets (np.ndarray): (...) integer class indices in [0, V) (not checked here).
+        targets (np.ndarray): (...) integer class indices in [0, V), or ``ignore_index``
+            (not checked here).
+        reduction (str): "mean", "sum" or "none".
+        ignore_index (int): rows whose target equals it contribute 0 and are not counted.
+        label_smoothing (float): eps in [0, 1].
 
     Returns:
-        (loss, cache): loss is a 0-d array of logits' dtype; cache = (probs (N, V), targets (N,),
-        logits' shape).
+        (loss, cache): loss is a 0-d array ("mean", "sum") or an array of targets' shape
+        ("none"), of logits' dtype; cache = (probs (N, V), targets (N,), valid (N,), eps,
+        reduction, count, logits' shape).
     """
     shape = logits.shape
     V = shape[-1]
@@ -50,30 +66,56 @@ def cross_entropy_forward(logits, targets):
     t = targets.reshape(-1)                            # (N,)
     N = x.shape[0]
     rows = np.arange(N)
+    valid = t != ignore_index                          # (N,) bool
+    t = np.where(valid, t, 0)                          # (N,) ignored rows index class 0
     z = x - np.max(x, axis=-1, keepdims=True)          # shifted logits (N, V), max entry 0
     e = np.exp(z)                                      # (N, V), in [0, 1]
     s = np.sum(e, axis=-1, keepdims=True)              # (N, 1), in [1, V]
-    nll = np.log(s)[:, 0] - z[rows, t]                 # (N,) -logp[target] = lse - z[target]
-    loss = np.asarray(np.mean(nll), dtype=x.dtype)     # ()
+    lse = np.log(s)[:, 0]                              # (N,)
+    loss_n = lse - z[rows, t]                          # (N,) nll_n = -logp[target]
+    if label_smoothing:
+        eps = x.dtype.type(label_smoothing)
+        smooth = lse - np.mean(z, axis=-1)             # (N,) -(1/V) sum_v logp_v
+        loss_n = (1 - eps) * loss_n + eps * smooth
+    loss_n = np.where(valid, loss_n, 0).astype(x.dtype, copy=False)   # (N,)
+    count = int(valid.sum())
+    if reduction == "none":
+        loss = loss_n.reshape(shape[:-1])              # (...)
+    elif reduction == "sum":
+        loss = np.asarray(np.sum(loss_n), dtype=x.dtype)
+    else:
+        with np.errstate(invalid="ignore", divide="ignore"):   # every row ignored: 0/0 = NaN
+            loss = np.asarray(np.sum(loss_n) / x.dtype.type(count), dtype=x.dtype)
     e /= s                                             # probs = softmax(logits) (N, V)
-    return loss, (e, t, shape)
+    return loss, (e, t, valid, float(label_smoothing), reduction, count, shape)
 
 
 def cross_entropy_backward(dloss, cache):
-    """``dlogits = (probs - onehot(targets)) * dloss / N``.
+    """``dlogits_n = w_n (probs_n - (1 - eps) onehot(t_n) - eps / V)``, 0 on ignored rows.
 
     Args:
-        dloss (np.ndarray): 0-d upstream gradient.
-        cache: (probs, targets, shape) from ``cross_entropy_forward``.
+        dloss (np.ndarray): upstream gradient, the loss's shape.
+        cache: what ``cross_entropy_forward`` returned.
 
     Returns:
         dlogits (np.ndarray): the logits' shape and dtype.
     """
-    probs, t, shape = cache
-    N = probs.shape[0]
-    scale = np.asarray(dloss, dtype=probs.dtype) / probs.dtype.type(N)  # dloss / N
-    dlogits = probs * scale                            # term 1: softmax
-    dlogits[np.arange(N), t] -= scale                  # term 2: -onehot(targets)
+    probs, t, valid, eps, reduction, count, shape = cache
+    N, V = probs.shape
+    dt = probs.dtype
+    dloss = np.asarray(dloss, dtype=dt)
+    if reduction == "none":
+        w = dloss.reshape(-1)                          # (N,) one upstream value per row
+    elif reduction == "sum":
+        w = np.broadcast_to(dloss, (N,))
+    else:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            w = np.broadcast_to(dloss / dt.type(count), (N,))   # dloss / (rows counted)
+    w = np.where(valid, w, 0).astype(dt, copy=False)[:, None]   # (N, 1), 0 on ignored rows
+    dlogits = probs * w                                # term 1: softmax
+    dlogits[np.arange(N), t] -= (1 - dt.type(eps)) * w[:, 0]    # term 2: -(1-eps) one-hot
+    if eps:
+        dlogits -= (dt.type(eps) / dt.type(V)) * w     # term 3: -eps/V, uniform
     return dlogits.reshape(shape)                      # (N, V) -> (..., V)
 
 
@@ -81,35 +123,60 @@ class CrossEntropyFunction(Function):
     """``minigrad.Function`` adapter; ``targets`` is a constant (no gradient)."""
 
     @staticmethod
-    def forward(ctx, logits, targets):
-        loss, (probs, t, shape) = cross_entropy_forward(logits, targets)
-        ctx.save_for_backward(probs, t)
-        ctx.shape = shape
+    def forward(ctx, logits, targets, reduction="mean", ignore_index=-100, label_smoothing=0.0):
+        loss, cache = cross_entropy_forward(logits, targets, reduction, ignore_index,
+                                            label_smoothing)
+        probs, t, valid, *rest = cache
+        ctx.save_for_backward(probs, t, valid)
+        ctx.rest = rest
         return loss
 
     @staticmethod
     def backward(ctx, dloss):
-        probs, t = ctx.saved_tensors
-        return cross_entropy_backward(dloss, (probs, t, ctx.shape)), None
+        probs, t, valid = ctx.saved_tensors
+        return cross_entropy_backward(dloss, (probs, t, valid, *ctx.rest)), None
 
 
-def cross_entropy(logits, targets):
-    """Mean cross-entropy of ``logits`` against class indices ``targets``
-    (``torch.nn.functional.cross_entropy(logits, targets)``, reduction "mean").
+def _check_options(reduction, ignore_index, label_smoothing) -> None:
+    """Raise on an unknown reduction, a non-integer ignore_index or a smoothing outside [0, 1]."""
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"cross_entropy: reduction must be one of {REDUCTIONS}, got {reduction!r}")
+    if isinstance(ignore_index, bool) or not isinstance(ignore_index, numbers.Integral):
+        raise TypeError(f"cross_entropy: ignore_index must be an int, got {ignore_index!r}")
+    if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, numbers.Real) \
+            or not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(
+            f"cross_entropy: label_smoothing must be a number in [0, 1], got {label_smoothing!r}")
+
+
+def cross_entropy(logits, targets, reduction: str = "mean", ignore_index: int = -100,
+                  label_smoothing: float = 0.0):
+    """Cross-entropy of ``logits`` against class indices ``targets``
+    (``torch.nn.functional.cross_entropy(logits, targets, reduction=..., ignore_index=...,
+    label_smoothing=...)``).
 
     Args:
         logits (Tensor | np.ndarray): (N, V) floating; (B, T, V) (any (..., V)) is accepted and
-            flattened, which PyTorch does not do. A plain array is a constant.
+            flattened, the class axis last (PyTorch puts it second for (N, C, d1, ...)). A plain
+            array is a constant.
         targets (np.ndarray | Tensor): integer class indices of shape logits.shape[:-1], each in
-            [0, V). Never differentiated.
+            [0, V) or equal to ``ignore_index``. Never differentiated.
+        reduction (str): "mean" (over the rows not ignored), "sum" or "none" (one loss per row,
+            targets' shape, 0 on ignored rows).
+        ignore_index (int): target value whose rows contribute nothing (default -100).
+        label_smoothing (float): in [0, 1]; the target distribution is
+            ``(1 - eps) onehot + eps / V`` (Szegedy et al. 2016, sec. 7).
 
     Returns:
-        Tensor: a 0-d loss of logits' dtype.
+        Tensor of logits' dtype: 0-d ("mean", "sum"; "mean" is NaN when every row is ignored,
+        as in PyTorch) or of targets' shape ("none").
 
     Raises:
-        TypeError: non-floating logits; targets not of an integer dtype (floats, bools).
-        ValueError: logits with no class axis or no rows, targets of the wrong shape, or a target
-            outside [0, V) (the message names the first bad one).
+        TypeError: non-floating logits; targets not of an integer dtype (floats, bools);
+            a non-integer ignore_index.
+        ValueError: logits with no class axis or no rows, targets of the wrong shape, a target
+            outside [0, V) other than ignore_index (the message names the first bad one), an
+            unknown reduction, or label_smoothing outside [0, 1].
     """
     xa = logits.data if isinstance(logits, Tensor) else np.asarray(logits)
     if not np.issubdtype(xa.dtype, np.floating):
@@ -126,12 +193,15 @@ def cross_entropy(logits, targets):
             f"expected targets of shape {xa.shape[:-1]}")
     if ta.size == 0:
         raise ValueError("cross_entropy: no rows (N = 0); the mean is undefined")
+    _check_options(reduction, ignore_index, label_smoothing)
     V = xa.shape[-1]
-    bad = (ta < 0) | (ta >= V)
+    bad = ((ta < 0) | (ta >= V)) & (ta != ignore_index)
     if bad.any():
         first = ta.reshape(-1)[np.flatnonzero(bad.reshape(-1))[0]]
         raise ValueError(
             f"cross_entropy: target {int(first)} out of range [0, {V}) "
-            f"({int(bad.sum())} target(s) out of range)")
+            f"({int(bad.sum())} target(s) out of range; ignore_index is {ignore_index})")
     return CrossEntropyFunction.apply(logits if isinstance(logits, Tensor) else xa,
-                                      ta.astype(np.intp, copy=False))
+                                      ta.astype(np.intp, copy=False), reduction=reduction,
+                                      ignore_index=int(ignore_index),
+                                      label_smoothing=float(label_smoothing))

@@ -1,9 +1,25 @@
-"""GELU, tanh approximation, with a hand-derived backward.
+"""GELU, exact (erf) and tanh approximation, each with a hand-derived backward.
 
 Shapes: elementwise; x is any shape (in the GPT MLP (B, T, 4C)).
 
-Forward (Hendrycks & Gimpel 2016, "Gaussian Error Linear Units", sec. 2; GPT-2; the seed's
-step 6), with ``k = sqrt(2/pi)`` and ``c = 0.044715``::
+Exact GELU (Hendrycks & Gimpel 2016, "Gaussian Error Linear Units", sec. 2;
+``torch.nn.functional.gelu``'s default ``approximate="none"``), with Phi the standard normal
+CDF and phi its density::
+
+    Phi(x) = 0.5 (1 + erf(x / sqrt 2)) = 0.5 erfc(-x / sqrt 2)
+    out    = x Phi(x)
+
+Cache: ``(x, Phi)``: Phi costs an erf (``layers/_erf.py``, float64 round-off, no SciPy), so it
+is kept; phi is one exp, recomputed. Phi is formed as ``0.5 erfc(-x/sqrt 2)``, which keeps full
+relative accuracy in the left tail where ``1 + erf`` would cancel.
+
+Backward (product rule; d/dx Phi(x) = phi(x) = exp(-x^2/2) / sqrt(2 pi))::
+
+    dx = dout * ( Phi(x)                                        # term 1: d(x)/dx Phi
+                + x phi(x) )                                    # term 2: x dPhi/dx
+
+Tanh approximation (GPT-2; the chapter's step 6; ``approximate="tanh"``), with
+``k = sqrt(2/pi)`` and ``c = 0.044715``::
 
     u   = k (x + c x^3)
     t   = tanh(u)
@@ -18,9 +34,6 @@ Backward (product rule on ``0.5 x (1 + t)``)::
     dx = dout * ( 0.5 (1 + t)                                   # term 1: d(0.5 x)/dx (1 + t)
                 + 0.5 x (1 - t^2) k (1 + 3 c x^2) )             # term 2: 0.5 x tanh'(u) du/dx
 
-Only the tanh form is provided: the exact ``0.5 x (1 + erf(x / sqrt 2))`` would need an erf
-accurate to float64, which NumPy does not have.
-
 Derivation: docs/derivations.md, section GELU.
 """
 from __future__ import annotations
@@ -32,11 +45,15 @@ import numpy as np
 from minigrad import Function, Tensor
 
 from ._checks import float_input
+from ._erf import erfc
 
-__all__ = ["gelu_forward", "gelu_backward", "GELUFunction", "gelu"]
+__all__ = ["gelu_forward", "gelu_backward", "GELUFunction", "gelu_erf_forward",
+           "gelu_erf_backward", "GELUErfFunction", "gelu"]
 
 GELU_K = math.sqrt(2.0 / math.pi)   # sqrt(2/pi)
 GELU_C = 0.044715                   # cubic coefficient of the tanh approximation
+GELU_SQRT1_2 = math.sqrt(0.5)       # 1/sqrt(2)
+GELU_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
 def gelu_forward(x: np.ndarray):
@@ -101,30 +118,76 @@ class GELUFunction(Function):
         return gelu_backward(dout, ctx.saved_tensors)
 
 
-def gelu(x, approximate: str = "tanh") -> Tensor:
-    """Gaussian Error Linear Unit, tanh approximation (``torch.nn.functional.gelu`` with
-    ``approximate="tanh"``; Hendrycks & Gimpel 2016; GPT-2).
+def gelu_erf_forward(x: np.ndarray):
+    """Exact GELU forward in NumPy: ``out = x Phi(x)``, ``Phi(x) = 0.5 erfc(-x / sqrt 2)``.
 
-    ``out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``.
+    Args:
+        x: float array of any shape.
+
+    Returns:
+        (out, cache): ``out`` in x's shape and dtype; ``cache = (x, Phi)``.
+    """
+    cdf = erfc(x * -GELU_SQRT1_2)           # erfc(-x/sqrt 2), x's dtype
+    cdf *= 0.5                              # Phi(x)
+    return x * cdf, (x, cdf)
+
+
+def gelu_erf_backward(dout: np.ndarray, cache):
+    """Exact GELU backward in NumPy: ``dx = dout * (Phi(x) + x phi(x))``.
+
+    Args:
+        dout: gradient of the loss with respect to ``out`` (x's shape).
+        cache: what ``gelu_erf_forward`` returned.
+
+    Returns:
+        dx, of x's shape and dtype.
+    """
+    x, cdf = cache
+    pdf = np.multiply(x, x, out=np.empty_like(x))
+    pdf *= -0.5
+    np.exp(pdf, out=pdf)
+    pdf *= GELU_INV_SQRT_2PI                # phi(x) = exp(-x^2/2) / sqrt(2 pi)
+    pdf *= x                                # term 2: x phi(x)
+    pdf += cdf                              # term 1: Phi(x)
+    return dout * pdf
+
+
+class GELUErfFunction(Function):
+    """One autograd node for exact GELU: the NumPy pair above behind ``minigrad.Function``."""
+
+    @staticmethod
+    def forward(ctx, x):
+        """Forward on arrays; keeps ``(x, Phi)``."""
+        out, cache = gelu_erf_forward(x)
+        ctx.save_for_backward(*cache)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        """Gradient for x, in its shape and dtype."""
+        return gelu_erf_backward(dout, ctx.saved_tensors)
+
+
+def gelu(x, approximate: str = "none") -> Tensor:
+    """Gaussian Error Linear Unit (``torch.nn.functional.gelu``; Hendrycks & Gimpel 2016).
+
+    * ``approximate="none"`` (the default, as in PyTorch): ``x Phi(x)``, exact to float64
+      round-off (the erf of ``layers/_erf.py``);
+    * ``approximate="tanh"`` (GPT-2, the chapter, the GPT's MLP):
+      ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``, within 4.8e-4 of the exact form.
 
     Args:
         x: Tensor (or array, taken as a constant), float32 or float64, any shape.
-        approximate: ``"tanh"`` (the only form provided).
+        approximate: ``"none"`` or ``"tanh"``.
 
     Returns:
         Tensor of x's shape and dtype; one graph node.
 
     Raises:
         TypeError: x of a non-floating dtype.
-        ValueError: ``approximate="none"`` (the exact erf form needs an erf accurate to float64,
-            which NumPy lacks) or any other value.
+        ValueError: any other ``approximate``.
     """
-    if approximate != "tanh":
-        if approximate == "none":
-            raise ValueError(
-                'gelu: approximate="none" (exact erf GELU) is not provided: NumPy has no erf '
-                'accurate to float64; use approximate="tanh"'
-            )
-        raise ValueError(f'gelu: approximate must be "tanh", got {approximate!r}')
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f'gelu: approximate must be "none" or "tanh", got {approximate!r}')
     x, _ = float_input(x, "x", "gelu")
-    return GELUFunction.apply(x)
+    return (GELUFunction if approximate == "tanh" else GELUErfFunction).apply(x)

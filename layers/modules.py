@@ -73,7 +73,7 @@ class LayerNorm(Module):
         super().__init__()
         d = _positive_int("d", d)
         dt = _float_dtype(dtype)
-        self.eps = float(eps)
+        self.eps = None if eps is None else float(eps)
         self.weight = Parameter(np.ones(d, dtype=dt))
         self.bias = Parameter(np.zeros(d, dtype=dt))
 
@@ -89,7 +89,8 @@ class RMSNorm(Module):
 
     Args:
         d (int): size C of the normalised (last) axis.
-        eps (float): default 1e-6 (the seed's build.py).
+        eps (float | None): default 1e-6 (the seed's build.py); None means
+            ``np.finfo(dtype).eps`` (``torch.nn.RMSNorm``'s default).
         rng: unused; accepted for a uniform constructor signature.
         dtype: parameter dtype, default float32.
 
@@ -101,7 +102,7 @@ class RMSNorm(Module):
         super().__init__()
         d = _positive_int("d", d)
         dt = _float_dtype(dtype)
-        self.eps = float(eps)
+        self.eps = None if eps is None else float(eps)
         self.weight = Parameter(np.ones(d, dtype=dt))
 
     def forward(self, x: Tensor) -> Tensor:

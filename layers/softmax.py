@@ -83,20 +83,26 @@ class SoftmaxFunction(Function):
         return softmax_backward(dy, (y, ctx.axis))
 
 
-def softmax(x, axis=-1):
+def softmax(x, axis=-1, *, dim=None):
     """Softmax of ``x`` along ``axis`` (``torch.nn.functional.softmax(x, dim=axis)``).
 
     Args:
         x (Tensor | np.ndarray): floating, at least 1-d; a plain array is a constant.
-        axis (int): the axis to normalise, -ndim <= axis < ndim.
+        axis (int): the axis to normalise, -ndim <= axis < ndim (default -1: the last; PyTorch
+            has no default).
+        dim (int): PyTorch's name for ``axis``; give one or the other.
 
     Returns:
         Tensor of x's shape and dtype.
 
     Raises:
-        TypeError: non-floating x or a non-integer axis.
+        TypeError: non-floating x, a non-integer axis, or both ``axis`` and ``dim`` given.
         ValueError: a 0-d x, an axis out of range, or an empty axis.
     """
+    if dim is not None:
+        if axis != -1:
+            raise TypeError("softmax: got both axis= and dim= (the same argument); use one")
+        axis = dim
     xa = x.data if isinstance(x, Tensor) else np.asarray(x)
     if not np.issubdtype(xa.dtype, np.floating):
         raise TypeError(f"softmax: x must be floating, got dtype {xa.dtype}")

@@ -22,8 +22,8 @@ Arguments that are not Tensors (arrays, scalars, tuples, keyword arguments) are 
 ignored.
 
 In-place safety (PyTorch's version counter): every Tensor carries a version counter that the
-engine's in-place operations (``Tensor.add_``, ``copy_``, ``zero_``, ``__setitem__``, optimizer
-updates) increment. ``apply`` records the version of each Tensor whose memory a saved array
+engine's in-place operations (``+=``, ``-=``, ``*=``, ``/=``, ``Tensor.add_``, ``copy_``, ``zero_``,
+``__setitem__``, optimizer updates) increment. ``apply`` records the version of each Tensor whose memory a saved array
 shares; ``backward`` raises a RuntimeError naming the Function when one of them has changed.
 """
 from __future__ import annotations

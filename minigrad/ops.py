@@ -247,7 +247,8 @@ class Sigmoid(Function):
 
 
 class Relu(Function):
-    """c = max(a, 0).   da = dc * (a > 0)  (0 at a = 0, PyTorch's choice)."""
+    """c = max(a, 0).   da = dc * not(a <= 0)  (0 at a = 0, and dc passes at a = NaN: PyTorch's
+    ``threshold_backward``)."""
 
     @staticmethod
     def forward(ctx, a):
@@ -257,7 +258,51 @@ class Relu(Function):
     @staticmethod
     def backward(ctx, dc):
         (a,) = ctx.saved_tensors
-        return dc * (a > 0)
+        return dc * ~(a <= 0)
+
+
+class Abs(Function):
+    """c = |a|.   da = dc * sign(a), with sign 0 at a = 0 and at a = NaN (PyTorch's ``sgn``;
+    ``np.sign`` would give NaN there)."""
+
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return np.abs(a)
+
+    @staticmethod
+    def backward(ctx, dc):
+        (a,) = ctx.saved_tensors
+        return dc * ((a > 0).astype(dc.dtype) - (a < 0).astype(dc.dtype))
+
+
+class Clamp(Function):
+    """c = min(max(a, lo), hi) (a missing bound is no bound; NaN stays NaN; lo > hi gives hi).
+
+    da = dc * (a >= lo) * (a <= hi): the gradient passes at the bounds themselves and is 0 at NaN
+    (PyTorch's ``clamp_backward``).
+    """
+
+    @staticmethod
+    def forward(ctx, a, lo=None, hi=None):
+        ctx.save_for_backward(a)
+        ctx.lo, ctx.hi = lo, hi
+        c = a
+        if lo is not None:
+            c = np.maximum(c, np.asarray(lo, dtype=a.dtype))
+        if hi is not None:
+            c = np.minimum(c, np.asarray(hi, dtype=a.dtype))
+        return np.array(c, copy=True) if c is a else c
+
+    @staticmethod
+    def backward(ctx, dc):
+        (a,) = ctx.saved_tensors
+        keep = np.ones(a.shape, dtype=bool)
+        if ctx.lo is not None:
+            keep &= a >= ctx.lo
+        if ctx.hi is not None:
+            keep &= a <= ctx.hi
+        return dc * keep
 
 
 class Cast(Function):
@@ -352,13 +397,24 @@ class Mean(Function):
 
 
 class Max(Function):
-    """c = a.max(axis, keepdims).   da = dc * (a == c) / (number of tied maxima)."""
+    """c = a.max(axis, keepdims); the gradient is split evenly among the tied extremes of each
+    slice: da = dc * mask / count(mask).
+
+    ``nan="spread"`` (``torch.max`` without dim): a slice holding NaN has max NaN and sends its
+    gradient evenly to its NaN entries (mask = a == c, or a and c both NaN).
+    ``nan="amax"`` (``torch.amax``): mask = (a == c) only, so in a NaN slice no entry matches,
+    count is 0 and every entry of the slice gets dc * 0 / 0 = NaN, as in PyTorch.
+    """
+
+    reduce = staticmethod(np.max)
 
     @staticmethod
-    def forward(ctx, a, axis=None, keepdims=False):
+    def forward(ctx, a, axis=None, keepdims=False, nan="spread"):
+        if nan not in ("spread", "amax"):
+            raise ValueError(f'nan must be "spread" or "amax", got {nan!r}')
         ctx.axes = _norm_axes(axis, a.ndim)
-        ctx.keepdims = keepdims
-        ck = np.asarray(np.max(a, axis=ctx.axes, keepdims=True))
+        ctx.keepdims, ctx.nan = keepdims, nan
+        ck = np.asarray(ctx.fn_cls.reduce(a, axis=ctx.axes, keepdims=True))
         ctx.save_for_backward(a, ck)
         return ck if keepdims else np.squeeze(ck, axis=ctx.axes)
 
@@ -366,9 +422,36 @@ class Max(Function):
     def backward(ctx, dc):
         a, ck = ctx.saved_tensors
         mask = (a == ck)
+        if ctx.nan == "spread" and a.dtype.kind == "f":
+            mask |= np.isnan(a) & np.isnan(ck)
         count = mask.sum(axis=ctx.axes, keepdims=True)
         g = _expand(dc, ctx.axes, ctx.keepdims)
-        return (mask * (g / count)).astype(a.dtype, copy=False)
+        with np.errstate(divide="ignore", invalid="ignore"):   # count 0: NaN slice under "amax"
+            return (mask * (g / count)).astype(a.dtype, copy=False)
+
+
+class Min(Max):
+    """c = a.min(axis, keepdims); the same gradient rules as ``Max``."""
+
+    reduce = staticmethod(np.min)
+
+
+class TakeAlongAxis(Function):
+    """c = take_along_axis(a, idx, axis) with one index per slice (``idx`` has size 1 on
+    ``axis``): the values of ``torch.max(a, dim)``. da = 0 except dc at the taken entry."""
+
+    @staticmethod
+    def forward(ctx, a, idx, axis, keepdim=False):
+        ctx.idx, ctx.axis, ctx.keepdim, ctx.shape, ctx.dtype = idx, axis, keepdim, a.shape, a.dtype
+        c = np.take_along_axis(a, idx, axis=axis)
+        return c if keepdim else np.squeeze(c, axis=axis)
+
+    @staticmethod
+    def backward(ctx, dc):
+        da = np.zeros(ctx.shape, dtype=ctx.dtype)
+        g = dc if ctx.keepdim else np.expand_dims(dc, ctx.axis)
+        np.put_along_axis(da, ctx.idx, g, axis=ctx.axis)
+        return da
 
 
 # ----------------------------------------------------------------------------- shape

@@ -1,15 +1,18 @@
 """``Tensor``: an ``np.ndarray`` with a gradient, and reverse mode (``Tensor.backward``).
 
 Tensor methods follow NumPy's array API (``sum(axis=None, keepdims=False)``, ``transpose(*axes)``,
-``swapaxes``, ``.T``, indexing), because a Tensor is a NumPy array with a gradient. The
-neural-network API (``layers.functional``, modules, ``optim``, ``gradcheck``, ``no_grad``)
-follows PyTorch's names.
+``swapaxes``, ``.T``, indexing), because a Tensor is a NumPy array with a gradient; PyTorch's
+spellings are accepted beside them (``dim=``/``keepdim=``, ``view``, ``permute``, ``unsqueeze``,
+``squeeze``, ``flatten``, ``t``, ``max(dim=)`` -> (values, indices), in-place ``+=`` and ``add_``).
+The neural-network API (``layers.functional``, modules, ``optim``, ``gradcheck``, ``no_grad``)
+follows PyTorch's names. Deliberate differences from PyTorch: docs/pytorch.md.
 
 The dtype of the inputs is the dtype of the computation: a float32 graph computes and returns
 float32 gradients; a Python scalar operand takes the Tensor's floating dtype.
 """
 from __future__ import annotations
 
+import collections
 import numbers
 from typing import Any, Optional
 
@@ -204,27 +207,79 @@ class Tensor:
     __hash__ = object.__hash__
 
     # ---------------------------------------------------------------- in-place (no graph)
-    def _check_inplace(self, op: str) -> None:
-        if is_grad_enabled() and (self._requires_grad or self._ctx is not None):
+    # PyTorch's rules: in place on the same array, version counter bumped (so a backward that
+    # saved the old values raises); refused on a leaf that requires grad while grad mode is on.
+    # PyTorch also records an in-place op on a non-leaf (or with an operand that requires grad)
+    # in the graph; minigrad refuses those with a clear error instead (docs/pytorch.md).
+    def _check_inplace(self, op: str, *operands: Any) -> None:
+        if not is_grad_enabled():
+            return
+        if self._requires_grad and self._ctx is None:
             raise RuntimeError(
-                f"{op}: in-place operation on a Tensor that requires grad while grad mode is on; "
-                "wrap it in minigrad.no_grad()"
+                f"{op}: a leaf Variable that requires grad is being used in an in-place "
+                "operation. Wrap the update in minigrad.no_grad() (as an optimizer step does)."
+            )
+        if self._ctx is not None:
+            raise RuntimeError(
+                f"{op}: in-place operation on a non-leaf Tensor (made by "
+                f"{self._ctx.fn_cls.__name__}) while grad mode is on. PyTorch records it in the "
+                "graph; minigrad does not: write y = y + z (out of place), or wrap the update "
+                "in minigrad.no_grad()."
+            )
+        if any(isinstance(o, Tensor) and o._requires_grad for o in operands):
+            raise RuntimeError(
+                f"{op}: in-place operation with an operand that requires grad while grad mode "
+                "is on. PyTorch records it in the graph; minigrad does not: write "
+                "y = y + z (out of place), or wrap the update in minigrad.no_grad()."
             )
 
     def _bump(self) -> None:
         self._vc.value += 1
 
+    def _inplace(self, op: str, ufunc, other: Any) -> "Tensor":
+        """``data = ufunc(data, other)`` into the same array; checks, then bumps the version."""
+        self._check_inplace(op, other)
+        o = other.data if isinstance(other, Tensor) else other
+        if isinstance(o, (numbers.Number, np.generic)) and not isinstance(o, np.ndarray) \
+                and _is_float_dtype(self.dtype):
+            o = np.asarray(o, dtype=self.dtype)      # a Python scalar takes the Tensor's dtype
+        o = np.asarray(o)
+        if o.dtype.kind not in "biuf":
+            raise TypeError(f"{op}: operand must be numeric, got dtype {o.dtype}")
+        if np.broadcast_shapes(self.shape, o.shape) != self.shape:
+            raise ValueError(
+                f"{op}: output with shape {self.shape} doesn't match the broadcast shape "
+                f"{np.broadcast_shapes(self.shape, o.shape)}"
+            )
+        res = np.result_type(self.dtype, o.dtype)
+        if ufunc is np.divide and res.kind != "f":
+            res = np.dtype(np.float64)                  # true division of integers
+        if not np.can_cast(res, self.dtype, "same_kind"):
+            raise TypeError(f"{op}: result type {res} can't be cast to the Tensor's dtype "
+                            f"{self.dtype}")
+        ufunc(self._data, o, out=self._data, casting="unsafe")
+        self._bump()
+        return self
+
     def zero_(self) -> "Tensor":
-        """Set every element to 0 in place (bumps the version counter)."""
+        """Set every element to 0 in place (bumps the version counter).
+
+        Raises:
+            RuntimeError: in grad mode, on a leaf that requires grad or a non-leaf.
+        """
         self._check_inplace("zero_")
         self._data[...] = 0
         self._bump()
         return self
 
     def fill_(self, value: float) -> "Tensor":
-        """Set every element to ``value`` in place (bumps the version counter)."""
-        self._check_inplace("fill_")
-        self._data[...] = value
+        """Set every element to ``value`` in place (bumps the version counter).
+
+        Raises:
+            RuntimeError: in grad mode, on a leaf that requires grad or a non-leaf.
+        """
+        self._check_inplace("fill_", value)
+        self._data[...] = value.data if isinstance(value, Tensor) else value
         self._bump()
         return self
 
@@ -233,44 +288,72 @@ class Tensor:
 
         Raises:
             ValueError: if ``src`` does not broadcast to ``self.shape``.
+            RuntimeError: in grad mode, on a leaf that requires grad, a non-leaf, or with a
+                ``src`` that requires grad.
         """
-        self._check_inplace("copy_")
+        self._check_inplace("copy_", src)
         src = src.data if isinstance(src, Tensor) else np.asarray(src)
         np.copyto(self._data, np.broadcast_to(src, self.shape), casting="unsafe")
         self._bump()
         return self
 
     def add_(self, other: Any, alpha: float = 1.0) -> "Tensor":
-        """``data += alpha * other`` in place (bumps the version counter)."""
-        self._check_inplace("add_")
-        other = other.data if isinstance(other, Tensor) else other
-        if alpha == 1.0:
-            self._data += other
-        else:
-            self._data += alpha * other
-        self._bump()
-        return self
+        """``data += alpha * other`` in place (bumps the version counter); ``torch.Tensor.add_``.
+
+        Raises:
+            ValueError: if ``other`` does not broadcast to ``self.shape``.
+            TypeError: if the result cannot be stored in this dtype (float into int).
+            RuntimeError: in grad mode, on a leaf that requires grad, a non-leaf, or with an
+                ``other`` that requires grad.
+        """
+        if alpha != 1.0:
+            self._check_inplace("add_", other)
+            other = np.multiply(alpha, other.data if isinstance(other, Tensor) else other)
+        return self._inplace("add_", np.add, other)
 
     def sub_(self, other: Any, alpha: float = 1.0) -> "Tensor":
-        """``data -= alpha * other`` in place (bumps the version counter)."""
-        return self.add_(other, alpha=-alpha)
+        """``data -= alpha * other`` in place (bumps the version counter); as ``add_``."""
+        if alpha != 1.0:
+            self._check_inplace("sub_", other)
+            other = np.multiply(alpha, other.data if isinstance(other, Tensor) else other)
+        return self._inplace("sub_", np.subtract, other)
 
     def mul_(self, other: Any) -> "Tensor":
-        """``data *= other`` in place (bumps the version counter)."""
-        self._check_inplace("mul_")
-        self._data *= other.data if isinstance(other, Tensor) else other
-        self._bump()
-        return self
+        """``data *= other`` in place (bumps the version counter); as ``add_``."""
+        return self._inplace("mul_", np.multiply, other)
 
     def div_(self, other: Any) -> "Tensor":
-        """``data /= other`` in place (bumps the version counter)."""
-        self._check_inplace("div_")
-        self._data /= other.data if isinstance(other, Tensor) else other
-        self._bump()
+        """``data /= other`` in place (bumps the version counter); as ``add_``; an integer
+        Tensor raises TypeError (true division gives floats)."""
+        return self._inplace("div_", np.divide, other)
+
+    def __iadd__(self, other):
+        return self._inplace("+=", np.add, other)
+
+    def __isub__(self, other):
+        return self._inplace("-=", np.subtract, other)
+
+    def __imul__(self, other):
+        return self._inplace("*=", np.multiply, other)
+
+    def __itruediv__(self, other):
+        return self._inplace("/=", np.divide, other)
+
+    def __ipow__(self, other):
+        return self._inplace("**=", np.power, other)
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        """Set ``requires_grad`` in place and return self (``torch.Tensor.requires_grad_``).
+
+        Raises:
+            TypeError: asking a non-floating Tensor to require grad.
+            RuntimeError: turning it off on a non-leaf (use ``detach()``).
+        """
+        self.requires_grad = requires_grad
         return self
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        self._check_inplace("__setitem__")
+        self._check_inplace("__setitem__", value)
         self._data[_index_arrays(index)] = value.data if isinstance(value, Tensor) else value
         self._bump()
 
@@ -480,19 +563,106 @@ class Tensor:
         """Cast to ``dtype`` (differentiable between floating dtypes)."""
         return _ops.Cast.apply(self, dtype=np.dtype(dtype))
 
+    def abs(self) -> "Tensor":
+        """Elementwise |x|; gradient sign(x), 0 at x = 0 and at NaN (``torch.abs``)."""
+        return _ops.Abs.apply(self)
+
+    def clamp(self, min=None, max=None) -> "Tensor":
+        """Elementwise ``min(max(x, min), max)`` (``torch.clamp``): NaN stays NaN; ``min > max``
+        gives ``max``; the gradient is 1 where ``min <= x <= max`` (bounds included), else 0.
+
+        Args:
+            min, max: real scalars or None (no bound); at least one must be given.
+
+        Raises:
+            ValueError: if both bounds are None.
+            TypeError: if a bound is not a real scalar (Tensor bounds are not supported).
+        """
+        if min is None and max is None:
+            raise ValueError("clamp: at least one of 'min' or 'max' must not be None")
+        for name, b in (("min", min), ("max", max)):
+            if b is not None and (isinstance(b, (bool, np.bool_))
+                                  or not isinstance(b, (numbers.Real, np.floating, np.integer))):
+                raise TypeError(f"clamp: {name} must be a real scalar or None, got "
+                                f"{type(b).__name__}")
+        return _ops.Clamp.apply(self, lo=min, hi=max)
+
     # ---------------------------------------------------------------- reductions
-    def sum(self, axis=None, keepdims: bool = False) -> "Tensor":
-        """Sum over ``axis`` (None, int or tuple; negative allowed), as ``np.sum``."""
+    # NumPy's keywords (axis, keepdims) and PyTorch's (dim, keepdim) are both accepted.
+    def sum(self, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> "Tensor":
+        """Sum over ``axis``/``dim`` (None, int or tuple; negative allowed), as ``np.sum``."""
+        axis, keepdims = _axis_keep("sum", axis, keepdims, dim, keepdim)
         return _ops.Sum.apply(self, axis=axis, keepdims=keepdims)
 
-    def mean(self, axis=None, keepdims: bool = False) -> "Tensor":
-        """Mean over ``axis`` (None, int or tuple; negative allowed), as ``np.mean``."""
+    def mean(self, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> "Tensor":
+        """Mean over ``axis``/``dim`` (None, int or tuple; negative allowed), as ``np.mean``."""
+        axis, keepdims = _axis_keep("mean", axis, keepdims, dim, keepdim)
         return _ops.Mean.apply(self, axis=axis, keepdims=keepdims)
 
-    def max(self, axis=None, keepdims: bool = False) -> "Tensor":
-        """Max over ``axis``, as ``np.max``; the gradient is split evenly among tied maxima
-        (``torch.amax``'s rule)."""
-        return _ops.Max.apply(self, axis=axis, keepdims=keepdims)
+    def max(self, axis=None, keepdims: bool = False, *, dim=None, keepdim=None):
+        """Maximum, in NumPy's or PyTorch's call form.
+
+        * ``max()`` or ``max(axis=...)``: the values (``np.max``). NaN propagates. The gradient
+          is split evenly among the tied maxima of each slice; a slice holding NaN sends its
+          whole gradient to its NaN entries (``torch.max``'s full-reduction rule).
+        * ``max(dim=d, keepdim=False)``: PyTorch's ``(values, indices)`` named tuple; the index
+          is the first maximum (a NaN counts as the maximum) and the gradient goes to that entry
+          only, as in ``torch.max(x, dim)``.
+
+        Raises:
+            TypeError: both ``axis`` and ``dim`` (or ``keepdims`` and ``keepdim``) given.
+        """
+        return self._extremum("max", axis, keepdims, dim, keepdim)
+
+    def min(self, axis=None, keepdims: bool = False, *, dim=None, keepdim=None):
+        """Minimum; the mirror image of ``max`` (same call forms and gradient rules)."""
+        return self._extremum("min", axis, keepdims, dim, keepdim)
+
+    def _extremum(self, name, axis, keepdims, dim, keepdim):
+        fn = _ops.Max if name == "max" else _ops.Min
+        if dim is not None:
+            if axis is not None:
+                raise TypeError(f"{name}: got both axis= and dim=; use one")
+            keep = bool(keepdims if keepdim is None else keepdim)
+            d = _ops._norm_axes(dim, self.ndim)
+            if len(d) != 1:
+                raise TypeError(f"{name}(dim=...) takes one int dim, got {dim!r}")
+            arg = np.argmax if name == "max" else np.argmin
+            idx = np.expand_dims(arg(self._data, axis=d[0]), d[0])
+            values = _ops.TakeAlongAxis.apply(self, idx=idx, axis=d[0], keepdim=keep)
+            return _MINMAX[name](values, Tensor(idx if keep else np.squeeze(idx, axis=d[0])))
+        axis, keepdims = _axis_keep(name, axis, keepdims, None, keepdim)
+        return fn.apply(self, axis=axis, keepdims=keepdims, nan="spread")
+
+    def amax(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> "Tensor":
+        """Maximum over ``dim`` (None: all, int or tuple) (``torch.amax``): the gradient is split
+        evenly among tied maxima; in a slice holding NaN every entry gets a NaN gradient."""
+        dim, keepdim = _axis_keep("amax", dim, keepdim, axis, keepdims)
+        return _ops.Max.apply(self, axis=dim, keepdims=keepdim, nan="amax")
+
+    def amin(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> "Tensor":
+        """Minimum over ``dim`` (``torch.amin``); the gradient rules of ``amax``."""
+        dim, keepdim = _axis_keep("amin", dim, keepdim, axis, keepdims)
+        return _ops.Min.apply(self, axis=dim, keepdims=keepdim, nan="amax")
+
+    def argmax(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> "Tensor":
+        """Index of the first maximum (a NaN counts as the maximum), as an int64 Tensor
+        (``torch.argmax``); ``dim=None`` indexes the flattened Tensor. Not differentiable."""
+        return self._arg("argmax", np.argmax, dim, keepdim, axis, keepdims)
+
+    def argmin(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> "Tensor":
+        """Index of the first minimum (a NaN counts as the minimum) (``torch.argmin``)."""
+        return self._arg("argmin", np.argmin, dim, keepdim, axis, keepdims)
+
+    def _arg(self, name, fn, dim, keepdim, axis, keepdims):
+        dim, keepdim = _axis_keep(name, dim, keepdim, axis, keepdims)
+        if dim is None:
+            r = np.asarray(fn(self._data.reshape(-1)))
+            return Tensor(r.reshape((1,) * self.ndim) if keepdim else r, dtype=np.int64)
+        if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
+            raise TypeError(f"{name}: dim must be an int or None, got {dim!r}")
+        r = fn(self._data, axis=int(dim), keepdims=bool(keepdim))
+        return Tensor(np.asarray(r), dtype=np.int64)
 
     # ---------------------------------------------------------------- shape
     def reshape(self, *shape) -> "Tensor":
@@ -501,8 +671,101 @@ class Tensor:
             shape = tuple(shape[0])
         return _ops.Reshape.apply(self, shape=shape)
 
+    def view(self, *shape) -> "Tensor":
+        """``reshape`` under PyTorch's name (``torch.Tensor.view``): ``view(2, 3)``,
+        ``view((2, -1))``. Shares memory when NumPy can reshape without a copy (it copies where
+        PyTorch would raise)."""
+        return self.reshape(*shape)
+
+    def permute(self, *dims) -> "Tensor":
+        """Reorder the axes (``torch.Tensor.permute``): ``permute(2, 0, 1)`` or
+        ``permute((2, 0, 1))``; every axis exactly once.
+
+        Raises:
+            ValueError: if ``dims`` is not a permutation of the axes.
+        """
+        if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+            dims = tuple(dims[0])
+        if sorted(int(d) % max(self.ndim, 1) for d in dims) != list(range(self.ndim)) \
+                or len(dims) != self.ndim:
+            raise ValueError(f"permute: dims {dims} are not a permutation of {self.ndim} axes")
+        return _ops.Transpose.apply(self, axes=tuple(int(d) for d in dims))
+
+    def unsqueeze(self, dim: int) -> "Tensor":
+        """Insert a size-1 axis at ``dim`` (``torch.Tensor.unsqueeze``; -ndim-1 <= dim <= ndim).
+
+        Raises:
+            IndexError: ``dim`` out of range.
+        """
+        n = self.ndim + 1
+        if not -n <= dim < n:
+            raise IndexError(f"unsqueeze: dim {dim} out of range [{-n}, {n - 1}]")
+        shape = list(self.shape)
+        shape.insert(dim % n, 1)
+        return self.reshape(tuple(shape))
+
+    def squeeze(self, dim=None) -> "Tensor":
+        """Remove size-1 axes (``torch.Tensor.squeeze``): all of them (``dim=None``) or those of
+        ``dim`` (int or tuple); an axis of ``dim`` whose size is not 1 is kept (PyTorch's rule;
+        NumPy would raise).
+
+        Raises:
+            IndexError: a ``dim`` out of range.
+        """
+        if dim is None:
+            axes = {i for i, s in enumerate(self.shape) if s == 1}
+        else:
+            dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+            n = max(self.ndim, 1)
+            for d in dims:
+                if not -n <= d < n:
+                    raise IndexError(f"squeeze: dim {d} out of range [{-n}, {n - 1}]")
+            axes = {d % n for d in dims if self.ndim and self.shape[d % n] == 1}
+        return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> "Tensor":
+        """Merge axes ``start_dim..end_dim`` into one (``torch.Tensor.flatten``); a 0-d Tensor
+        becomes shape (1,).
+
+        Raises:
+            IndexError: a dim out of range; ValueError: start_dim after end_dim.
+        """
+        if self.ndim == 0:
+            return self.reshape(1)
+        n = self.ndim
+        for d in (start_dim, end_dim):
+            if not -n <= d < n:
+                raise IndexError(f"flatten: dim {d} out of range [{-n}, {n - 1}]")
+        s, e = start_dim % n, end_dim % n
+        if s > e:
+            raise ValueError("flatten: start_dim cannot come after end_dim")
+        shape = self.shape[:s] + (int(np.prod(self.shape[s:e + 1])),) + self.shape[e + 1:]
+        return self.reshape(shape)
+
+    def t(self) -> "Tensor":
+        """Transpose a Tensor of at most 2 axes (``torch.Tensor.t``); 0-d and 1-d unchanged.
+
+        Raises:
+            ValueError: for 3 or more axes.
+        """
+        if self.ndim > 2:
+            raise ValueError(f"t() expects a Tensor with <= 2 dimensions, but this one is "
+                             f"{self.ndim}-D; use transpose or permute")
+        return self.transpose()
+
+    def dim(self) -> int:
+        """Number of axes (``torch.Tensor.dim``; NumPy's ``ndim``)."""
+        return self._data.ndim
+
     def transpose(self, *axes) -> "Tensor":
-        """Permute axes, as ``np.transpose``: no arguments reverse them."""
+        """Permute axes, as ``np.transpose``: no arguments reverse them; a tuple or one int per
+        axis gives the permutation. Two int arguments ``transpose(dim0, dim1)`` swap those two
+        axes, as ``torch.transpose`` (the one NumPy call form this changes is
+        ``transpose(0, 1)`` on a 2-D Tensor, an identity in NumPy, a swap here and in PyTorch).
+        """
+        if len(axes) == 2 and all(isinstance(a, (int, np.integer)) for a in axes) \
+                and self.ndim >= 1:
+            return self.swapaxes(int(axes[0]), int(axes[1]))
         if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = tuple(axes[0])
         return _ops.Transpose.apply(self, axes=axes if axes else None)
@@ -513,7 +776,14 @@ class Tensor:
         return self.transpose()
 
     def swapaxes(self, axis1: int, axis2: int) -> "Tensor":
-        """Swap two axes, as ``np.swapaxes``."""
+        """Swap two axes, as ``np.swapaxes``.
+
+        Raises:
+            IndexError: an axis out of range.
+        """
+        for a in (axis1, axis2):
+            if not -self.ndim <= a < max(self.ndim, 1):
+                raise IndexError(f"swapaxes: axis {a} out of range for a {self.ndim}-D Tensor")
         perm = list(range(self.ndim))
         a1, a2 = perm[axis1], perm[axis2]
         perm[a1], perm[a2] = a2, a1
@@ -530,6 +800,25 @@ class Tensor:
     def split(self, indices_or_sections, axis: int = 0):
         """Split along ``axis``, as ``np.split``; returns a list of Tensors."""
         return _ops.split(self, indices_or_sections, axis=axis)
+
+
+def _axis_keep(fn, axis, keepdims, dim, keepdim):
+    """Merge NumPy's (axis, keepdims) and PyTorch's (dim, keepdim) spellings of one argument."""
+    if dim is not None:
+        if axis is not None:
+            raise TypeError(f"{fn}: got both axis= and dim= (the same argument); use one")
+        axis = dim
+    if keepdim is not None:
+        keepdims = keepdim
+    if isinstance(axis, list):
+        axis = tuple(axis)
+    return axis, bool(keepdims)
+
+
+_MINMAX = {
+    "max": collections.namedtuple("max", ["values", "indices"]),
+    "min": collections.namedtuple("min", ["values", "indices"]),
+}
 
 
 def _plain(x):

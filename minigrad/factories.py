@@ -1,0 +1,111 @@
+"""Tensor factories under PyTorch's names: ``zeros``, ``ones``, ``randn``, ``arange``.
+
+As in PyTorch, floating factories default to float32 (``torch.get_default_dtype()``); a
+``Tensor(list)`` built directly keeps NumPy's float64 (see docs/pytorch.md). Random numbers
+come from a ``numpy.random.Generator`` passed as ``generator`` (PyTorch's keyword), so a run is
+reproducible without global state.
+"""
+from __future__ import annotations
+
+import numbers
+from typing import Optional
+
+import numpy as np
+
+from .tensor import Tensor
+
+__all__ = ["zeros", "ones", "randn", "arange"]
+
+DEFAULT_DTYPE = np.dtype(np.float32)
+
+
+def _size(size, fn: str) -> tuple:
+    """``f(2, 3)`` and ``f((2, 3))`` both mean shape (2, 3)."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    for s in size:
+        if isinstance(s, bool) or not isinstance(s, numbers.Integral) or s < 0:
+            raise ValueError(f"{fn}: sizes must be integers >= 0, got {size!r}")
+    return tuple(int(s) for s in size)
+
+
+def _dtype(dtype) -> np.dtype:
+    return DEFAULT_DTYPE if dtype is None else np.dtype(dtype)
+
+
+def zeros(*size, dtype=None, requires_grad: bool = False) -> Tensor:
+    """A Tensor of zeros (``torch.zeros``): ``zeros(2, 3)`` or ``zeros((2, 3))``.
+
+    Args:
+        *size: the shape, as integers or one tuple.
+        dtype: default float32 (PyTorch's default dtype).
+        requires_grad (bool): make it a leaf that requires grad.
+
+    Raises:
+        ValueError: a negative or non-integer size.
+        TypeError: requires_grad with a non-floating dtype.
+    """
+    return Tensor(np.zeros(_size(size, "zeros"), dtype=_dtype(dtype)), requires_grad=requires_grad)
+
+
+def ones(*size, dtype=None, requires_grad: bool = False) -> Tensor:
+    """A Tensor of ones (``torch.ones``); arguments as ``zeros``."""
+    return Tensor(np.ones(_size(size, "ones"), dtype=_dtype(dtype)), requires_grad=requires_grad)
+
+
+def randn(*size, generator: Optional[np.random.Generator] = None, dtype=None,
+          requires_grad: bool = False) -> Tensor:
+    """Standard normal samples (``torch.randn``).
+
+    Args:
+        *size: the shape, as integers or one tuple.
+        generator: a ``numpy.random.Generator`` (e.g. ``np.random.default_rng(0)``) for
+            reproducible draws; None draws from a fresh, unseeded Generator.
+        dtype: default float32; must be floating.
+        requires_grad (bool): make it a leaf that requires grad.
+
+    Raises:
+        TypeError: a generator that is not a ``numpy.random.Generator``, or a non-floating dtype.
+        ValueError: a negative or non-integer size.
+    """
+    shape = _size(size, "randn")
+    dt = _dtype(dtype)
+    if dt.kind != "f":
+        raise TypeError(f"randn: dtype must be floating, got {dt}")
+    if generator is None:
+        generator = np.random.default_rng()
+    if not isinstance(generator, np.random.Generator):
+        raise TypeError(f"randn: generator must be a numpy.random.Generator, got "
+                        f"{type(generator).__name__}")
+    return Tensor(generator.standard_normal(shape).astype(dt), requires_grad=requires_grad)
+
+
+def arange(start, end=None, step=1, *, dtype=None, requires_grad: bool = False) -> Tensor:
+    """Evenly spaced values in [start, end) (``torch.arange``): ``arange(5)``, ``arange(1, 4)``,
+    ``arange(0, 1, 0.25)``.
+
+    The dtype, when not given, is int64 if start, end and step are all integers, else float32
+    (PyTorch's rule; ``np.arange`` would give float64).
+
+    Raises:
+        ValueError: step 0.
+        TypeError: a non-real argument.
+    """
+    if end is None:
+        start, end = 0, start
+    for name, v in (("start", start), ("end", end), ("step", step)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            raise TypeError(f"arange: {name} must be a real number, got {v!r}")
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
+    if dtype is None:
+        ints = all(isinstance(v, numbers.Integral) for v in (start, end, step))
+        dtype = np.int64 if ints else DEFAULT_DTYPE
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        # count as PyTorch does (ceil((end - start) / step) in double), then compute in float64
+        n = max(0, int(np.ceil((end - start) / step)))
+        data = (start + step * np.arange(n, dtype=np.float64)).astype(dt)
+    else:
+        data = np.arange(start, end, step, dtype=dt)
+    return Tensor(data, requires_grad=requires_grad)
