@@ -143,7 +143,7 @@ def table_rows(report: Report) -> List[str]:
 def fmt_diff(d: Dict[str, Any]) -> str:
     """``-0.1031 nats [-0.2034, -0.0028]`` (the interval only when there is one)."""
     if d["mean"] is None:
-        return "no seed where both trained"
+        return "-"
     txt = f"{d['mean']:+.4f}"
     if d["low"] is not None:
         txt += f" [{d['low']:+.4f}, {d['high']:+.4f}]"

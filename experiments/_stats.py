@@ -137,6 +137,8 @@ def describe(values: Sequence[float]) -> Dict[str, Any]:
 def verdict(low: Optional[float], high: Optional[float], n: int) -> str:
     """The plain sentence for an interval: "excludes zero" or "cannot be told apart from zero
     with n seeds" (or, with fewer than 2 seeds, that there is no interval)."""
+    if n == 0:
+        return "no seed where both trained"
     if low is None or high is None:
         return f"no interval from {n} seed{'s' if n != 1 else ''} (use --seeds 2 or more)"
     if low > 0 or high < 0:

@@ -59,19 +59,17 @@ def table_header() -> str:
     return _report.table_header(STUDY, 1)
 
 
-def _compare(report, a: str, b: str, label: str) -> str:
+def _compare(report, a: str, b: str, label: str, who: str) -> str:
     """One measured line: the paired val-loss difference a - b, its interval and verdict, and
-    any divergence that limits it."""
+    every divergence that limits it (``who`` names a's side, e.g. "RMSNorm")."""
     d = report.paired(a, b, "val_loss")
-    lost = [f"{x['name']} seed {x['seed']} ({x['what']} {x['value']} at step {x['step']})"
-            for name in (a, b) for x in [dict(name=name, **y) for y in
-                                         report.summaries[name]["diverged"]]]
+    lost = [f"{name} seed {x['seed']} ({x['what']} {x['value']} at step {x['step']})"
+            for name in (a, b) for x in report.summaries[name]["diverged"]]
     if d["mean"] is None:
-        return f"    {label}: no comparison, {'; '.join(lost)} diverged"
+        return f"    {label}: no comparison; diverged: {'; '.join(lost)}"
     line = f"    {label}: {a} - {b} = {_report.fmt_diff(d)} nats: {d['verdict']}"
     if d["excludes_zero"]:
-        line += f" ({a.split('+')[0] if a.split('+')[1] == b.split('+')[1] else a.split('+')[1]}"
-        line += " lower)" if d["mean"] < 0 else " higher)"
+        line += f" ({who} {'lower' if d['mean'] < 0 else 'higher'})"
     if lost:
         line += f"; diverged, left out: {'; '.join(lost)}"
     return line
@@ -89,7 +87,8 @@ def closing(report) -> List[str]:
               f"  Measured, final val loss, RMSNorm minus LayerNorm, same MLP, same seeds "
               f"({n} seed{'s' if n > 1 else ''}):"]
     for mlp in ("gelu", "swiglu"):
-        lines.append(_compare(report, f"rms+{mlp}", f"ln+{mlp}", f"with {MLP_NAME[mlp]}"))
+        lines.append(_compare(report, f"rms+{mlp}", f"ln+{mlp}", f"with {MLP_NAME[mlp]}",
+                              "RMSNorm"))
     lines.append("  Measured, cost (FLOPs, time): not measured in this run "
                  "(python -m experiments.norm_cost measures it).")
     p = {name: report.summaries[name]["params"] for name in report.summaries}
@@ -105,10 +104,10 @@ def closing(report) -> List[str]:
         lines.append(f"  Measured, parameters with {NORM_NAME[norm]}: {norm}+swiglu - "
                      f"{norm}+gelu = {delta:+d} ({100.0 * delta / b:+.2f}%): {how}, "
                      f"so {verdict}.")
-    lines.append(f"  Measured, final val loss, SwiGLU minus GELU, same norm, same seeds:")
+    lines.append("  Measured, final val loss, SwiGLU minus GELU, same norm, same seeds:")
     for norm in ("ln", "rms"):
         lines.append(_compare(report, f"{norm}+swiglu", f"{norm}+gelu",
-                              f"with {NORM_NAME[norm]}"))
+                              f"with {NORM_NAME[norm]}", "SwiGLU"))
     return lines
 
 
