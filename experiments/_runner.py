@@ -43,13 +43,14 @@ What ``run_study`` does, in order:
    of the final train and val losses; per variant the paired difference from the baseline with
    a 95 % Student-t interval (``experiments._stats``).
 5. Writes ``run_log.txt``, ``results.json``, ``curves.csv`` and (with matplotlib)
-   ``loss_curves.png`` and ``deltas.png`` as one atomic group (``gpt.atomic.AtomicGroup``),
+   ``loss_curves.png``, ``deltas.png`` and ``grad_norms.png`` as one atomic group (``gpt.atomic.AtomicGroup``),
    plus ``Study.extra_outputs(report) -> {file name: text}`` and the checkpoints; then prints
    the table on stdout.
 
 Optional hooks on ``Study``: ``columns`` and ``run_label`` (how the table names a variant),
-``closing(report) -> list of lines`` (run_log's closing block; default: the paired
-differences), ``instrument(model, variant, seed) -> callable(step, model)`` called at step 0
+``closing(report) -> list of lines`` (run_log's closing block, also printed on stdout;
+default: the paired differences; ``closing_on_stdout_with_one_seed=False`` keeps a one-seed
+stdout to the table alone, as four_variants does to print exactly the chapter's table), ``instrument(model, variant, seed) -> callable(step, model)`` called at step 0
 and at every evaluation step (its ``result()``, if any, is stored as the run's ``"extra"``;
 it must not draw from the training generator), ``extra_outputs`` and ``add_arguments``.
 
@@ -136,6 +137,7 @@ class Study:
     instrument: Optional[Callable[[Any, Variant, int], Any]] = None
     extra_outputs: Optional[Callable[[Any], Dict[str, str]]] = None
     add_arguments: Optional[Callable[[ArgumentParser], None]] = None
+    closing_on_stdout_with_one_seed: bool = True
 
     @property
     def baseline(self) -> Variant:
@@ -269,7 +271,8 @@ class Plan:
                 f"(weights, gradients, AdamW state, activations), more than this machine's "
                 f"{have / 2**30:.1f} GiB; reduce --d-model, --n-layers or --batch-size")
         self.output_dir = check_output_dir(args.output_dir)
-        names = ["results.json", "run_log.txt", "curves.csv", "loss_curves.png", "deltas.png"]
+        names = ["results.json", "run_log.txt", "curves.csv", "loss_curves.png", "deltas.png",
+                 "grad_norms.png"]
         if args.save_checkpoints:
             names += [self.checkpoint_name(v, s) for v in study.variants for s in self.seeds]
         for name in names:

@@ -182,7 +182,7 @@ def test_figures_are_pngs(tmp_path, capsys):
     out = tmp_path / "out"
     assert four_variants.main(TINY + ["--steps", "3", "--seeds", "2", "--output-dir",
                                       str(out)]) == 0
-    for name in ("loss_curves.png", "deltas.png"):
+    for name in ("loss_curves.png", "deltas.png", "grad_norms.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
