@@ -122,8 +122,8 @@ def _loss_curves(plt, report, path: Path) -> None:
         ax.set_xlabel("step")
     for ax in axes[:, 0]:
         ax.set_ylabel("loss (nats/token)")
-    fig.suptitle(f"{report.study.name}: training loss per step, {len(report.seeds)} seed(s) "
-                 f"(thin), mean (thick)", fontsize=11)
+    fig.suptitle(f"{report.study.name}: loss per step, {len(report.seeds)} seed(s) (thin), "
+                 f"mean (thick); the first steps (loss near 42) are above the axis", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, format="png", dpi=110)
     plt.close(fig)
