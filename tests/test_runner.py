@@ -210,3 +210,14 @@ def test_help_shows_the_defaults(capsys):
         assert word in text
     assert "--norm" not in text and "--mlp" not in text  # the variants set them
     assert _runner.TINY_STEPS == 200
+
+
+def test_interrupted_writes_nothing(tmp_path, capsys, monkeypatch):
+    def interrupted(spec):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_runner, "run_job", interrupted)
+    out = tmp_path / "out"
+    assert four_variants.main(TINY + ["--output-dir", str(out)]) == 130
+    assert "interrupted; nothing written" in capsys.readouterr().err
+    assert not out.exists()
