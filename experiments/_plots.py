@@ -47,6 +47,8 @@ def write_figures(report, group, out: Path) -> Optional[str]:
     _loss_curves(plt, report, group.stage(out / "loss_curves.png"))
     _deltas(plt, report, group.stage(out / "deltas.png"))
     _grad_norms(plt, report, group.stage(out / "grad_norms.png"))
+    if report.study.extra_figures is not None:
+        report.study.extra_figures(plt, report, lambda name: group.stage(out / name))
     return None
 
 

@@ -52,7 +52,12 @@ Optional hooks on ``Study``: ``columns`` and ``run_label`` (how the table names 
 default: the paired differences; ``closing_on_stdout_with_one_seed=False`` keeps a one-seed
 stdout to the table alone, as four_variants does to print exactly the chapter's table), ``instrument(model, variant, seed) -> callable(step, model)`` called at step 0
 and at every evaluation step (its ``result()``, if any, is stored as the run's ``"extra"``;
-it must not draw from the training generator), ``extra_outputs`` and ``add_arguments``.
+it must not draw from the training generator, and must be picklable, e.g. a module-level
+class, for ``--jobs``), ``extra_outputs(report) -> {file name: text}`` (e.g. a CSV),
+``extra_figures(plt, report, stage)`` (draw with matplotlib's ``pyplot`` and save to
+``stage("name.png")``, a path in the atomic group; only called when matplotlib is installed
+and ``--no-plots`` is not given) and ``add_arguments(parser)`` (read them back from
+``report.plan.args``).
 
 Exit status: 0 every job trained; 1 a job diverged (everything still written); 2 bad input or
 the outputs cannot be written (one line on stderr, nothing written); 130 interrupted.
@@ -137,6 +142,7 @@ class Study:
     instrument: Optional[Callable[[Any, Variant, int], Any]] = None
     extra_outputs: Optional[Callable[[Any], Dict[str, str]]] = None
     add_arguments: Optional[Callable[[ArgumentParser], None]] = None
+    extra_figures: Optional[Callable[[Any, Any, Callable[[str], Path]], None]] = None
     closing_on_stdout_with_one_seed: bool = True
 
     @property
