@@ -116,16 +116,25 @@ def _loss_curves(plt, report, path: Path) -> None:
             ax.legend(fontsize=7, loc="upper right")
     for ax in axes.flat[n:]:
         ax.set_visible(False)
-    if finite:
+    tails = [np.median(e["loss_curve"][-max(1, len(e["loss_curve"]) // 10):])
+             for e in report.runs if e["loss_curve"]]
+    blown_up = bool(tails) and max(tails) > 2 * report.uniform_baseline
+    if blown_up:  # a run ended far above the uniform loss: show everything, log scale
+        axes.flat[0].set_yscale("log")
+        how = "log scale"
+    elif finite:
         lo = min(finite)
         hi = max(report.uniform_baseline * 1.25, np.percentile(finite, 2) * 1.05)
         axes.flat[0].set_ylim(max(0.0, lo - 0.1), max(hi, lo + 0.5))
+        how = "the first steps (loss near 42) are above the axis"
+    else:
+        how = "no finite loss"
     for ax in axes[-1]:
         ax.set_xlabel("step")
     for ax in axes[:, 0]:
         ax.set_ylabel("loss (nats/token)")
     fig.suptitle(f"{report.study.name}: loss per step, {len(report.seeds)} seed(s) (thin), "
-                 f"mean (thick); the first steps (loss near 42) are above the axis", fontsize=11)
+                 f"mean (thick); {how}", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, format="png", dpi=110)
     plt.close(fig)

@@ -83,7 +83,9 @@ class Report:
 
 
 def _f(x: Optional[float], spec: str = ".4f") -> str:
-    return "-" if x is None else format(x, spec)
+    if x is None:
+        return "-"
+    return format(x, ".4g") if abs(x) >= 1e4 else format(x, spec)  # a blown-up loss stays short
 
 
 def run_line(study, variant, e: Dict[str, Any], n_seeds: int) -> str:
@@ -145,9 +147,12 @@ def fmt_diff(d: Dict[str, Any]) -> str:
     """``-0.1031 nats [-0.2034, -0.0028]`` (the interval only when there is one)."""
     if d["mean"] is None:
         return "-"
-    txt = f"{d['mean']:+.4f}"
+    def sg(x: float) -> str:
+        return format(x, "+.4g") if abs(x) >= 1e4 else format(x, "+.4f")
+
+    txt = sg(d["mean"])
     if d["low"] is not None:
-        txt += f" [{d['low']:+.4f}, {d['high']:+.4f}]"
+        txt += f" [{sg(d['low'])}, {sg(d['high'])}]"
     return txt
 
 
@@ -213,9 +218,17 @@ def divergence_findings(report: Report) -> List[str]:
              f"{e['diverged_at']['value']} at step {e['diverged_at']['step']}"
              for e in report.runs if e["status"] != "ok"]
     if not found:
-        return [f"Divergence: none (every loss and gradient norm stayed finite for "
-                f"{report.plan.steps} steps)."]
-    return ["Divergence (the run stops there; its curve ends at the step before):"] + found
+        lines = [f"Divergence: none (every loss and gradient norm stayed finite for "
+                 f"{report.plan.steps} steps)."]
+    else:
+        lines = ["Divergence (the run stops there; its curve ends at the step before):"] + found
+    worse = [f"  {e['name']} seed {e['seed']}: val {_f(e['val_loss'])}" for e in report.runs
+             if e["status"] == "ok" and e["val_loss"] is not None
+             and e["val_loss"] > report.uniform_baseline]
+    if worse:
+        lines += [f"Trained but ended worse than a uniform prediction (val loss > ln V = "
+                  f"{report.uniform_baseline:.4f}):"] + worse
+    return lines
 
 
 def stdout_lines(report: Report) -> List[str]:
