@@ -221,7 +221,7 @@ def divergence_findings(report: Report) -> List[str]:
         lines = [f"Divergence: none (every loss and gradient norm stayed finite for "
                  f"{report.plan.steps} steps)."]
     else:
-        lines = ["Divergence (the run stops there; its curve ends at the step before):"] + found
+        lines = ["Divergence (a run stops where its loss or gradient norm became NaN or inf):"] + found
     worse = [f"  {e['name']} seed {e['seed']}: val {_f(e['val_loss'])}" for e in report.runs
              if e["status"] == "ok" and e["val_loss"] is not None
              and e["val_loss"] > report.uniform_baseline]

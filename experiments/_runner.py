@@ -335,8 +335,9 @@ class _Progress:
     def _line(self) -> str:
         dt = time.perf_counter() - self.t0
         rate = self.step / dt if dt > 0 else 0.0
+        loss = format(self.loss, ".4g" if abs(self.loss) >= 1e4 else ".4f")
         return (f"  {self.name:12s} step {self.step:>{len(str(self.steps))}d}/{self.steps}  "
-                f"loss {self.loss:.4f}  {rate:6.1f} steps/s  {dt:6.1f} s")
+                f"loss {loss}  {rate:6.1f} steps/s  {dt:6.1f} s")
 
     def __call__(self, step: int, loss: float) -> None:
         self.step, self.loss = step, loss
@@ -426,11 +427,12 @@ def run_job(spec: JobSpec) -> Dict[str, Any]:
                      extra=getattr(instrument, "result", lambda: None)())
         return entry
     progress.close()
-    train_loss = evaluate(model, spec.train_data, batch_size=spec.batch_size)
-    val_loss = evaluate(model, spec.val_data, batch_size=spec.batch_size)
-    # the chapter's final estimate: one batch of each split, continuing the training stream
-    train_1b = estimate_loss(model, spec.train_data, rng, batch_size=spec.batch_size)
-    val_1b = estimate_loss(model, spec.val_data, rng, batch_size=spec.batch_size)
+    with np.errstate(all="ignore"):  # a blown-up model is reported below, not warned about
+        train_loss = evaluate(model, spec.train_data, batch_size=spec.batch_size)
+        val_loss = evaluate(model, spec.val_data, batch_size=spec.batch_size)
+        # the chapter's final estimate: one batch of each split, continuing the training stream
+        train_1b = estimate_loss(model, spec.train_data, rng, batch_size=spec.batch_size)
+        val_1b = estimate_loss(model, spec.val_data, rng, batch_size=spec.batch_size)
     entry.update(steps_completed=spec.steps, train_loss=train_loss, val_loss=val_loss,
                  train_loss_one_batch=train_1b, val_loss_one_batch=val_1b,
                  loss_curve=[float(x) for x in result.losses],
@@ -440,8 +442,14 @@ def run_job(spec: JobSpec) -> Dict[str, Any]:
                  if result.seconds > 0 else None,
                  checkpoint=None, extra=getattr(instrument, "result", lambda: None)())
     for k in ("train_loss", "val_loss", "train_loss_one_batch", "val_loss_one_batch"):
-        if not math.isfinite(entry[k]):  # a model that trained but evaluates to inf/nan
+        if not math.isfinite(entry[k]):
             entry[k] = None
+    bad = next((x for x in (train_loss, val_loss) if not math.isfinite(x)), None)
+    if bad is not None:  # every step was finite, but the last update broke the model
+        what = "final loss (evaluated after the last update)"
+        entry.update(status="diverged", message=f"{what} became {bad}",
+                     diverged_at={"step": spec.steps, "what": what, "value": _json_float(bad)},
+                     train_loss=None, val_loss=None)
     if spec.keep_state:
         entry["_state"] = model.state_dict()
     return entry
