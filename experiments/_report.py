@@ -207,8 +207,10 @@ def params_block(report: Report) -> List[str]:
 
 
 def differences_and_params(report: Report) -> List[str]:
-    """The default closing of a comparison study: paired differences, then parameters."""
-    return differences_block(report) + [""] + params_block(report)
+    """The default closing of a comparison study: paired differences, parameters, and the
+    divergence findings."""
+    return (differences_block(report) + [""] + params_block(report) + [""]
+            + divergence_findings(report))
 
 
 def divergence_findings(report: Report) -> List[str]:
