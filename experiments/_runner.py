@@ -85,6 +85,7 @@ from gpt.config import MLPS, NORMS, POSITIONS
 from gpt.data import CharTokenizer, check_split_length, load_corpus, train_val_split
 from gpt.train import TrainingDiverged, estimate_loss, evaluate
 
+from experiments import _plots, _report
 from experiments._cli import (ArgumentParser, Printer, UsageError, check_output_dir, fail,
                               nonnegative_int, path_arg, positive_float, positive_int)
 
@@ -518,8 +519,6 @@ def _remove_empty(dirs) -> None:
 
 def run_study(study: Study, argv: Optional[Sequence[str]] = None) -> int:
     """Run a study command end to end; returns the exit status (see the module docstring)."""
-    from experiments import _plots, _report  # the reporting side of the runner
-
     args = build_parser(study).parse_args(argv)
     try:
         plan = Plan(study, args)
