@@ -59,6 +59,13 @@ class, for ``--jobs``), ``extra_outputs(report) -> {file name: text}`` (e.g. a C
 and ``--no-plots`` is not given) and ``add_arguments(parser)`` (read them back from
 ``report.plan.args``).
 
+The hooks receive an ``experiments._report.Report``: ``report.plan`` (``args``, ``steps``,
+``seeds``, ``configs``, ``train_data``/``val_data``), ``report.runs`` (one dict per (variant,
+seed): losses, ``loss_curve``, ``grad_norms``, ``val_curve``, ``status``, ``diverged_at``,
+``extra``), ``report.summaries`` (per variant) and ``report.paired(a, b, metric)``; the
+building blocks of a closing block are there too (``differences_block``, ``params_block``,
+``grad_norm_block``, ``divergence_findings``, ``differences_and_params``).
+
 Exit status: 0 every job trained; 1 a job diverged (everything still written); 2 bad input or
 the outputs cannot be written (one line on stderr, nothing written); 130 interrupted.
 """
