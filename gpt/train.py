@@ -46,14 +46,17 @@ class TrainingDiverged(FloatingPointError):
         what: ``"loss"`` or ``"gradient norm"``.
         losses: the finite per-step losses before that step (``list[float]``).
         seconds: wall time spent until then.
+        grad_norms: the finite per-step gradient norms before that step (``list[float]``).
     """
 
-    def __init__(self, step: int, value: float, what: str, losses: List[float], seconds: float):
+    def __init__(self, step: int, value: float, what: str, losses: List[float], seconds: float,
+                 grad_norms: Optional[List[float]] = None):
         self.step = step
         self.value = value
         self.what = what
         self.losses = losses
         self.seconds = seconds
+        self.grad_norms = [] if grad_norms is None else grad_norms
         super().__init__(f"{what} became {value} at step {step}")
 
 
@@ -106,7 +109,8 @@ def train(
 
     Args:
         model: a ``gpt.GPT`` (anything with ``config.block_size``, ``parameters()`` and
-            ``model(idx, targets) -> (logits, loss)``).
+            ``model(idx, targets) -> (logits, loss)``). Parameters with
+            ``requires_grad=False`` are frozen: not optimised, not decayed, not clipped.
         train_data: 1-D int token ids, at least ``block_size + 1`` of them.
         steps: number of optimizer steps (>= 1).
         batch_size: windows per batch (B). lr, weight_decay: AdamW's (decay on every parameter).
@@ -138,7 +142,9 @@ def train(
     train_data = np.asarray(train_data)
     check_split_length(train_data, block_size, "training split")
 
-    params = list(model.parameters())
+    # frozen parameters (requires_grad=False) get no gradient and no update, as in PyTorch's
+    # AdamW(filter(lambda p: p.requires_grad, model.parameters()))
+    params = [p for p in model.parameters() if p.requires_grad]
     optimizer = AdamW(params, lr=lr, weight_decay=weight_decay)
     result = TrainResult()
     model.train()
@@ -160,7 +166,7 @@ def _loop(model, optimizer, params, train_data, block_size, batch_size, steps, c
         loss_value = float(loss.item())
         if not math.isfinite(loss_value):
             raise TrainingDiverged(step, loss_value, "loss", result.losses,
-                                   time.perf_counter() - t0)
+                                   time.perf_counter() - t0, result.grad_norms)
         optimizer.zero_grad()
         loss.backward()
         if clip is not None:
@@ -170,7 +176,7 @@ def _loop(model, optimizer, params, train_data, block_size, batch_size, steps, c
                                      if p.grad is not None)))
         if not math.isfinite(norm):
             raise TrainingDiverged(step, norm, "gradient norm", result.losses,
-                                   time.perf_counter() - t0)
+                                   time.perf_counter() - t0, result.grad_norms)
         optimizer.step()
         result.losses.append(loss_value)
         result.grad_norms.append(norm)
