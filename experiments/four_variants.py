@@ -417,7 +417,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 for e in entries:
                     if e["status"] == "ok":
                         fname = f"{e['norm']}_{e['mlp']}.npz"
-                        save_checkpoint(e["_model"], group.stage(out / fname))
+                        save_checkpoint(e["_model"], group.stage(out / fname),
+                                        tokenizer=plan.tokenizer)
                         e["checkpoint"] = fname
             results = build_results(plan, entries, baseline)
             group.write_text(out / "results.json",
