@@ -46,14 +46,17 @@ class TrainingDiverged(FloatingPointError):
         what: ``"loss"`` or ``"gradient norm"``.
         losses: the finite per-step losses before that step (``list[float]``).
         seconds: wall time spent until then.
+        grad_norms: the finite per-step gradient norms before that step (``list[float]``).
     """
 
-    def __init__(self, step: int, value: float, what: str, losses: List[float], seconds: float):
+    def __init__(self, step: int, value: float, what: str, losses: List[float], seconds: float,
+                 grad_norms: Optional[List[float]] = None):
         self.step = step
         self.value = value
         self.what = what
         self.losses = losses
         self.seconds = seconds
+        self.grad_norms = [] if grad_norms is None else grad_norms
         super().__init__(f"{what} became {value} at step {step}")
 
 
@@ -160,7 +163,7 @@ def _loop(model, optimizer, params, train_data, block_size, batch_size, steps, c
         loss_value = float(loss.item())
         if not math.isfinite(loss_value):
             raise TrainingDiverged(step, loss_value, "loss", result.losses,
-                                   time.perf_counter() - t0)
+                                   time.perf_counter() - t0, result.grad_norms)
         optimizer.zero_grad()
         loss.backward()
         if clip is not None:
@@ -170,7 +173,7 @@ def _loop(model, optimizer, params, train_data, block_size, batch_size, steps, c
                                      if p.grad is not None)))
         if not math.isfinite(norm):
             raise TrainingDiverged(step, norm, "gradient norm", result.losses,
-                                   time.perf_counter() - t0)
+                                   time.perf_counter() - t0, result.grad_norms)
         optimizer.step()
         result.losses.append(loss_value)
         result.grad_norms.append(norm)

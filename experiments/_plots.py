@@ -1,0 +1,134 @@
+"""The study runner's figures (matplotlib, the ``plot`` extra): ``loss_curves.png`` and
+``deltas.png``.
+
+- ``loss_curves.png``: one panel per variant; x the training step, y the loss in nats/token;
+  each seed's training-batch loss as a thin line, the mean over the seeds that trained as a
+  thick line, and the mean validation loss (every ``--eval-every`` steps) as dots.
+- ``deltas.png``: for each variant against the baseline, the paired difference of the final
+  val and train losses (nats/token) with its 95 % Student-t interval, and a zero line.
+
+Without matplotlib, ``write_figures`` writes nothing and returns the one line telling how to
+install it; everything else is still written.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+__all__ = ["write_figures", "INSTALL_HINT"]
+
+INSTALL_HINT = ('matplotlib is not installed, so loss_curves.png and deltas.png were not '
+                'written; install it with: pip install -e ".[plot]"')
+
+
+def _pyplot():
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    return plt
+
+
+def write_figures(report, group, out: Path) -> Optional[str]:
+    """Stage ``loss_curves.png`` and ``deltas.png`` for ``out`` in the ``AtomicGroup``.
+
+    Returns:
+        None when written; the install hint (one line) when matplotlib is missing.
+    """
+    plt = _pyplot()
+    if plt is None:
+        return INSTALL_HINT
+    _loss_curves(plt, report, group.stage(out / "loss_curves.png"))
+    _deltas(plt, report, group.stage(out / "deltas.png"))
+    return None
+
+
+def _loss_curves(plt, report, path: Path) -> None:
+    variants = report.study.variants
+    n = len(variants)
+    cols = min(n, 2 if n <= 4 else 3)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), sharex=True,
+                             sharey=True, squeeze=False)
+    finite = [x for e in report.runs for x in e["loss_curve"] if np.isfinite(x)]
+    for ax, v in zip(axes.flat, variants):
+        runs = report.runs_of(v.name)
+        for e in runs:
+            ax.plot(np.arange(1, len(e["loss_curve"]) + 1), e["loss_curve"], lw=0.6,
+                    alpha=0.45, color="tab:blue")
+        ok = [e for e in runs if e["status"] == "ok"]
+        if ok:
+            mean = np.mean([e["loss_curve"] for e in ok], axis=0)
+            ax.plot(np.arange(1, len(mean) + 1), mean, lw=2.2, color="tab:blue",
+                    label=f"train batch, mean of {len(ok)} seed{'s' if len(ok) > 1 else ''}")
+            steps = [int(s) for s, _ in ok[0]["val_curve"]]
+            vals = np.mean([[float(x) for _, x in e["val_curve"]] for e in ok], axis=0)
+            ax.plot(steps, vals, "o-", ms=3, lw=1.2, color="tab:orange",
+                    label="val (whole split), mean")
+        for e in runs:
+            if e["status"] != "ok":
+                ax.axvline(e["diverged_at"]["step"], color="tab:red", lw=0.8, ls="--")
+        ax.axhline(report.uniform_baseline, color="grey", lw=0.8, ls=":",
+                   label=f"uniform ln V = {report.uniform_baseline:.2f}")
+        title = v.name + ("" if len(ok) == len(runs) else
+                          f"  ({len(runs) - len(ok)} diverged, red)")
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, loc="upper right")
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    if finite:
+        lo = min(finite)
+        hi = max(report.uniform_baseline * 1.25, np.percentile(finite, 2) * 1.05)
+        axes.flat[0].set_ylim(max(0.0, lo - 0.1), max(hi, lo + 0.5))
+    for ax in axes[-1]:
+        ax.set_xlabel("step")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("loss (nats/token)")
+    fig.suptitle(f"{report.study.name}: training loss per step, {len(report.seeds)} seed(s) "
+                 f"(thin), mean (thick)", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, format="png", dpi=110)
+    plt.close(fig)
+
+
+def _deltas(plt, report, path: Path) -> None:
+    others = report.study.variants[1:]
+    base = report.study.baseline.name
+    fig, ax = plt.subplots(figsize=(7.0, 1.2 + 0.9 * max(1, len(others))))
+    labels, y = [], 0
+    for v in others:
+        diffs = report.summaries[v.name]["difference_from_baseline"]
+        for m, color, off in (("val_loss", "tab:orange", -0.15), ("train_loss", "tab:blue", 0.15)):
+            d = diffs[m]
+            if d["mean"] is None:
+                continue
+            if d["low"] is not None:
+                ax.errorbar(d["mean"], y + off, xerr=[[d["mean"] - d["low"]],
+                                                      [d["high"] - d["mean"]]],
+                            fmt="o", color=color, capsize=4,
+                            label=m.replace("_loss", "") if y == 0 else None)
+            else:
+                ax.plot(d["mean"], y + off, "o", color=color,
+                        label=m.replace("_loss", "") if y == 0 else None)
+        labels.append(f"{v.name}\n(n={diffs['val_loss']['n']})")
+        y += 1
+    ax.axvline(0.0, color="black", lw=1)
+    ax.set_yticks(range(len(labels)))
+    ax.set_yticklabels(labels, fontsize=9)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"final loss minus {base}'s, same seed (nats/token); "
+                  f"bars: 95% Student-t interval")
+    ax.set_title(f"{report.study.name}: paired differences from {base} "
+                 f"(left of 0 = lower loss)", fontsize=10)
+    ax.grid(axis="x", alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, format="png", dpi=110)
+    plt.close(fig)

@@ -1,0 +1,299 @@
+"""The reporting side of the study runner: statistics over seeds, tables, run_log.txt,
+results.json and curves.csv, all computed from the runs (``experiments._runner.run_jobs``).
+
+Losses are mean cross-entropy in nats/token over every position of a split. With one seed the
+table is the chapter's (``norm  mlp  params  train  val``); with several, each loss column is
+"mean ± sample sd" over the seeds where the run trained, and a block of paired differences from
+the baseline follows (``experiments._stats.paired_difference``: 95 % Student-t interval).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import platform
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+from experiments import _stats
+
+__all__ = ["Report", "run_line", "table_header", "table_rows", "differences_block",
+           "stdout_lines", "run_log", "results_json", "curves_csv", "fmt_diff"]
+
+METRICS = ("val_loss", "train_loss")
+METRIC_LABEL = {"val_loss": "val", "train_loss": "train"}
+
+
+class Report:
+    """The runs of a study and their statistics.
+
+    Attributes:
+        plan: the ``experiments._runner.Plan``.  study: ``plan.study``.
+        runs: run entries in (variant, seed) order.  seeds: list of int.
+        uniform_baseline: ln(vocab_size), the loss of a uniform prediction (nats/token).
+        summaries: variant name -> summary dict (see ``summary``).
+    """
+
+    def __init__(self, plan, runs: List[Dict[str, Any]]) -> None:
+        self.plan, self.study, self.runs, self.seeds = plan, plan.study, runs, plan.seeds
+        self.uniform_baseline = math.log(plan.vocab_size)
+        self.summaries = {v.name: self.summary(v.name) for v in self.study.variants}
+
+    def runs_of(self, name: str) -> List[Dict[str, Any]]:
+        """The runs of variant ``name``, in seed order."""
+        return [e for e in self.runs if e["name"] == name]
+
+    def paired(self, a: str, b: str, metric: str = "val_loss") -> Dict[str, Any]:
+        """Paired difference ``a - b`` of ``metric`` over the seeds where both trained
+        (``_stats.paired_difference``, plus ``seeds``: the seeds used)."""
+        ra = {e["seed"]: e for e in self.runs_of(a) if e["status"] == "ok" and e[metric] is not None}
+        rb = {e["seed"]: e for e in self.runs_of(b) if e["status"] == "ok" and e[metric] is not None}
+        seeds = [s for s in self.seeds if s in ra and s in rb]
+        d = _stats.paired_difference([ra[s][metric] for s in seeds], [rb[s][metric] for s in seeds])
+        d["seeds"] = seeds
+        return d
+
+    def summary(self, name: str) -> Dict[str, Any]:
+        """Per variant: params, the seeds that trained, each divergence (seed, step, what,
+        value), mean and sample sd of the final train and val losses, and the paired
+        difference from the baseline (None for the baseline itself)."""
+        runs = self.runs_of(name)
+        v = next(x for x in self.study.variants if x.name == name)
+        ok = [e for e in runs if e["status"] == "ok"]
+        out = {"name": name, **v.labels, "note": v.note, "overrides": dict(v.overrides),
+               "modify": None if v.modify is None else v.modify.__name__,
+               "params": runs[0]["params"], "seeds": [e["seed"] for e in runs],
+               "seeds_ok": [e["seed"] for e in ok],
+               "diverged": [{"seed": e["seed"], **e["diverged_at"]} for e in runs
+                            if e["status"] != "ok"]}
+        for m in METRICS:
+            out[m] = _stats.describe([e[m] for e in ok if e[m] is not None])
+        base = self.study.baseline.name
+        out["difference_from_baseline"] = None if name == base else {
+            m: self.paired(name, base, m) for m in METRICS}
+        return out
+
+    @property
+    def any_diverged(self) -> bool:
+        """True when a run diverged."""
+        return any(e["status"] != "ok" for e in self.runs)
+
+
+def _f(x: Optional[float], spec: str = ".4f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def run_line(study, variant, e: Dict[str, Any], n_seeds: int) -> str:
+    """The line printed as a run finishes: ``  ln    + gelu      params=105216  train=..  val=..``."""
+    line = f"  {study.label_of_run(variant)}  params={e['params']:>6d}  "
+    if e["status"] != "ok":
+        line += f"diverged: {e['message']}"
+    else:
+        line += f"train={_f(e['train_loss'])}  val={_f(e['val_loss'])}"
+    return line + (f"  seed {e['seed']}" if n_seeds > 1 else "")
+
+
+def _labels(study, variant) -> str:
+    return "  ".join(f"{study.label(variant, k):{w}s}" for k, w in study.columns)
+
+
+def table_header(study, n_seeds: int = 1) -> str:
+    """The table's header: the chapter's ``norm  mlp  params  train  val`` with one seed."""
+    head = "  ".join(f"{k:{w}s}" for k, w in study.columns) + f"  {'params':>8s}  "
+    if n_seeds == 1:
+        return head + f"{'train':>8s}  {'val':>8s}"
+    return head + f"{'train mean ± sd':>17s}  {'val mean ± sd':>17s}  {'seeds':>5s}"
+
+
+def table_rows(report: Report) -> List[str]:
+    """One row per variant (one seed: the chapter's row; a diverged run shows where it stopped;
+    several seeds: mean ± sd, the number of seeds that trained, and each divergence)."""
+    rows = []
+    n = len(report.seeds)
+    for v in report.study.variants:
+        s = report.summaries[v.name]
+        row = f"{_labels(report.study, v)}  {s['params']:>8d}  "
+        if n == 1:
+            e = report.runs_of(v.name)[0]
+            if e["status"] != "ok":
+                rows.append(row + f"diverged: {e['message']}")
+            else:
+                rows.append(row + f"{_f(e['train_loss']):>8s}  {_f(e['val_loss']):>8s}")
+            continue
+        if not s["seeds_ok"]:
+            rows.append(row + "diverged in every seed: " + "; ".join(
+                f"seed {d['seed']}: {d['what']} {d['value']} at step {d['step']}"
+                for d in s["diverged"]))
+            continue
+        cells = []
+        for m in ("train_loss", "val_loss"):
+            d = s[m]
+            cells.append(f"{_f(d['mean'])} ± {_f(d['std'])}")
+        row += f"{cells[0]:>17s}  {cells[1]:>17s}  {len(s['seeds_ok']):>2d}/{n:<2d}"
+        if s["diverged"]:
+            row += "  diverged: " + ", ".join(
+                f"seed {d['seed']} ({d['what']} {d['value']} at step {d['step']})"
+                for d in s["diverged"])
+        rows.append(row)
+    return rows
+
+
+def fmt_diff(d: Dict[str, Any]) -> str:
+    """``-0.1031 nats [-0.2034, -0.0028]`` (the interval only when there is one)."""
+    if d["mean"] is None:
+        return "-"
+    txt = f"{d['mean']:+.4f}"
+    if d["low"] is not None:
+        txt += f" [{d['low']:+.4f}, {d['high']:+.4f}]"
+    return txt
+
+
+def differences_block(report: Report) -> List[str]:
+    """The paired differences of every variant from the baseline, val then train loss."""
+    base = report.study.baseline.name
+    lines = [f"Paired differences from {base} (nats/token; the same seed gives both the same "
+             f"initialisation and batches;",
+             f"95% Student-t interval over the seeds where both trained):"]
+    width = max(len(v.name) for v in report.study.variants)
+    for v in report.study.variants[1:]:
+        diffs = report.summaries[v.name]["difference_from_baseline"]
+        for i, m in enumerate(METRICS):
+            d = diffs[m]
+            name = v.name if i == 0 else ""
+            lines.append(f"  {name:{width}s}  {METRIC_LABEL[m]:5s} {fmt_diff(d)}  {d['verdict']}")
+    return lines
+
+
+def stdout_lines(report: Report) -> List[str]:
+    """What the command prints after the outputs are written (one seed: exactly the chapter's
+    table; several: the statistics table, then the closing block)."""
+    n = len(report.seeds)
+    lines = ["", f"Uniform baseline: {report.uniform_baseline:.4f}", "",
+             table_header(report.study, n), "-" * (50 if n == 1 else
+                                                   len(table_header(report.study, n)))]
+    lines += table_rows(report)
+    if n > 1:
+        lines += [""] + closing_lines(report)
+    return lines
+
+
+def closing_lines(report: Report) -> List[str]:
+    """The study's closing block (``Study.closing``), by default the paired differences."""
+    if report.study.closing is not None:
+        return report.study.closing(report)
+    return differences_block(report)
+
+
+def _seeds_text(seeds: List[int]) -> str:
+    if len(seeds) == 1:
+        return f"seed {seeds[0]}"
+    return f"seeds {seeds[0]}..{seeds[-1]} ({len(seeds)})"
+
+
+def run_log(report: Report) -> str:
+    """run_log.txt: the chapter's layout (steps, uniform baseline, table), the closing block,
+    then notes on the columns and the variants."""
+    plan, study = report.plan, report.study
+    n = len(report.seeds)
+    lines = [f"# {study.name} run log", f"steps: {plan.steps}"]
+    if n > 1:
+        lines.append(f"seeds: {report.seeds[0]}..{report.seeds[-1]} ({n})")
+    lines += [f"uniform baseline: {report.uniform_baseline:.4f}", "", table_header(study, n)]
+    lines += table_rows(report)
+    lines += [""] + closing_lines(report)
+    lines += ["", "Notes:",
+              f"- {_seeds_text(report.seeds)}, corpus {plan.corpus_label} ({len(plan.text)} "
+              f"characters, vocab {plan.vocab_size}).",
+              "- train/val: mean loss over every position of each split (deterministic);",
+              "  the chapter's one-random-batch estimates are in results.json."]
+    if n > 1:
+        lines.append("- mean ± sd: sample standard deviation over the seeds that trained.")
+    for v in study.variants:
+        if v.note:
+            lines.append(f"- {v.name}: {v.note}")
+    return "\n".join(lines) + "\n"
+
+
+def _versions() -> Dict[str, str]:
+    try:
+        from importlib.metadata import version
+        pkg = version("minigrad-gpt")
+    except Exception:  # not installed: fall back to the engine's version string
+        import minigrad
+        pkg = getattr(minigrad, "__version__", "unknown")
+    return {"minigrad-gpt": pkg, "python": platform.python_version(),
+            "numpy": np.__version__, "platform": platform.platform()}
+
+
+def results_dict(report: Report) -> Dict[str, Any]:
+    """The results.json document (see ``results_json``)."""
+    from experiments._runner import CLIP, TRAIN_FRACTION, WEIGHT_DECAY
+    from gpt.data import eval_windows
+
+    plan, args, study = report.plan, report.plan.args, report.study
+    varied = {k for v in study.variants for k in v.overrides}
+    model_cfg = {k: v for k, v in plan.configs[study.baseline.name].to_dict().items()
+                 if k not in varied}
+    runs = [{k: v for k, v in e.items() if not k.startswith("_")} for e in report.runs]
+    return {
+        "experiment": study.name,
+        "status": "diverged" if report.any_diverged else "ok",
+        "config": {
+            "steps": plan.steps, "seed": report.seeds[0], "seeds": report.seeds,
+            "batch_size": args.batch_size, "eval_every": args.eval_every,
+            "optimizer": {"name": "AdamW", "lr": args.lr, "betas": [0.9, 0.999], "eps": 1e-8,
+                          "weight_decay": WEIGHT_DECAY},
+            "clip_grad_norm": CLIP,
+            "model": model_cfg,
+            "baseline": study.baseline.name,
+            "variants": [v.name for v in study.variants],
+            "corpus": {
+                "path": None if args.corpus is None else str(args.corpus),
+                "name": "built-in: Jane Austen, Pride and Prejudice (1813), opening of "
+                        "chapter 1, Project Gutenberg eBook #1342" if args.corpus is None
+                        else Path(args.corpus).name,
+                "sha256": hashlib.sha256(plan.text.encode("utf-8")).hexdigest(),
+                "characters": len(plan.text), "vocab_size": plan.vocab_size,
+                "train_fraction": TRAIN_FRACTION,
+                "train_tokens": int(len(plan.train_data)), "val_tokens": int(len(plan.val_data)),
+            },
+            "evaluation": {
+                "train_loss/val_loss": "mean cross-entropy (nats/token) over every target "
+                                       "position of the split, fixed windows of block_size",
+                "train_windows": int(eval_windows(plan.train_data, args.block_size)[0].shape[0]),
+                "val_windows": int(eval_windows(plan.val_data, args.block_size)[0].shape[0]),
+                "train_loss_one_batch/val_loss_one_batch":
+                    "the chapter's estimate: loss on one random batch of batch_size windows, "
+                    "drawn after training from the same generator",
+                "statistics": "per variant: mean and sample sd (ddof 1) over the seeds that "
+                              "trained; difference_from_baseline: paired by seed, mean with a "
+                              "95% Student-t interval (t quantile computed exactly)",
+            },
+        },
+        "uniform_baseline": report.uniform_baseline,
+        "versions": _versions(),
+        "variants": list(report.summaries.values()),
+        "runs": runs,
+    }
+
+
+def results_json(report: Report) -> str:
+    """results.json as text (strict JSON: no NaN)."""
+    return json.dumps(results_dict(report), indent=2, allow_nan=False) + "\n"
+
+
+def curves_csv(report: Report) -> str:
+    """curves.csv: ``variant,seed,step,train_loss,val_loss,grad_norm``, one row per completed
+    step of every run; train_loss is the step's batch loss before its update, grad_norm the
+    total gradient norm before clipping, val_loss (after the update) every ``--eval-every``
+    steps and at the last step, empty otherwise."""
+    lines = ["variant,seed,step,train_loss,val_loss,grad_norm"]
+    for e in report.runs:
+        val = {int(s): v for s, v in e["val_curve"]}
+        for i, (loss, g) in enumerate(zip(e["loss_curve"], e["grad_norms"]), start=1):
+            vv = val.get(i)
+            lines.append(f"{e['name']},{e['seed']},{i},{loss!r},"
+                         f"{'' if vv is None else repr(float(vv))},{g!r}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,574 @@
+"""The shared runner of the study commands: arguments, plan, (variant x seed) jobs, outputs.
+
+Every study command (``four_variants``, ``break_it``, ``activations``, ``positions``, ...) is a
+``Study``: a list of ``Variant``s trained over the same seeds, the first variant being the
+baseline. A command declares its study and hands ``main`` to ``run_study``::
+
+    from experiments._runner import Study, Variant, run_study
+
+    STUDY = Study(
+        name="positions",                      # results.json "experiment"; default output dir
+        prog="python -m experiments.positions",
+        description="Learned position embeddings vs RoPE.",
+        variants=(Variant("learned", {"pos": "learned"}),     # the baseline
+                  Variant("rope", {"pos": "rope"})),
+    )
+
+    def main(argv=None):
+        return run_study(STUDY, argv)
+
+A ``Variant`` is a name, ``overrides`` (``GPTConfig`` fields over the base configuration built
+from the command line) and an optional ``modify(model)``: a module-level function called on the
+freshly initialised model before training (e.g. zero and freeze a gain; it must be defined at
+module level so that ``--jobs N`` can send it to a worker process).
+
+What ``run_study`` does, in order:
+
+1. Parses the common options (``build_parser``): ``--tiny`` (default, 200 steps) / ``--full``
+   (2000) / ``--steps N``, ``--seed S`` and ``--seeds N`` (seeds S .. S+N-1), ``--corpus``,
+   ``--output-dir``, ``--jobs N``, ``--eval-every K``, ``--no-plots``, ``--save-checkpoints``,
+   the model and optimiser sizes (the chapter's defaults, shown in ``--help``), and ``--norm``,
+   ``--mlp``, ``--pos`` for each field that no variant of the study sets. ``Study.add_arguments``
+   may add more.
+2. Validates everything before training (``Plan``): corpus, splits, every variant's config,
+   memory, the output directory. Bad input: one line on stderr, exit 2, nothing written.
+3. Trains every (variant, seed) job (``run_job``), serially or in ``--jobs`` processes
+   (``concurrent.futures.ProcessPoolExecutor``, spawn); each job depends only on its variant and
+   seed, so the numbers are identical either way. Same seed = same initialisation stream and
+   same batch stream for every variant, so seeds pair. A job records the train loss and
+   gradient norm of every step and the validation loss every K steps (and at the end); a loss
+   or gradient norm that becomes NaN/inf ends that job as a finding (``status "diverged"``,
+   with the step and value), never a crash.
+4. Summarises (``experiments._report``): per variant the mean and sample standard deviation
+   of the final train and val losses; per variant the paired difference from the baseline with
+   a 95 % Student-t interval (``experiments._stats``).
+5. Writes ``run_log.txt``, ``results.json``, ``curves.csv`` and (with matplotlib)
+   ``loss_curves.png`` and ``deltas.png`` as one atomic group (``gpt.atomic.AtomicGroup``),
+   plus ``Study.extra_outputs(report) -> {file name: text}`` and the checkpoints; then prints
+   the table on stdout.
+
+Optional hooks on ``Study``: ``columns`` and ``run_label`` (how the table names a variant),
+``closing(report) -> list of lines`` (run_log's closing block; default: the paired
+differences), ``instrument(model, variant, seed) -> callable(step, model)`` called at step 0
+and at every evaluation step (its ``result()``, if any, is stored as the run's ``"extra"``;
+it must not draw from the training generator), ``extra_outputs`` and ``add_arguments``.
+
+Exit status: 0 every job trained; 1 a job diverged (everything still written); 2 bad input or
+the outputs cannot be written (one line on stderr, nothing written); 130 interrupted.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import math
+import multiprocessing
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+import gpt.train
+from gpt import GPT, GPTConfig
+from gpt.atomic import AtomicGroup
+from gpt.checkpoint import save_checkpoint
+from gpt.config import MLPS, NORMS, POSITIONS
+from gpt.data import CharTokenizer, check_split_length, load_corpus, train_val_split
+from gpt.train import TrainingDiverged, estimate_loss, evaluate
+
+from experiments._cli import (ArgumentParser, Printer, UsageError, check_output_dir, fail,
+                              nonnegative_int, path_arg, positive_float, positive_int)
+
+__all__ = ["Variant", "Study", "Plan", "build_parser", "run_job", "run_jobs", "run_study",
+           "EXIT_OK", "EXIT_DIVERGED", "EXIT_USAGE", "EXIT_INTERRUPTED"]
+
+EXIT_OK, EXIT_DIVERGED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+TINY_STEPS = 200
+FULL_STEPS = 2000
+TRAIN_FRACTION = 0.9
+WEIGHT_DECAY = 0.01
+CLIP = 1.0
+EVAL_EVERY = 10
+CHOICE_FIELDS = (("norm", NORMS, "ln"), ("mlp", MLPS, "gelu"), ("pos", POSITIONS, "learned"))
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One arm of a study.
+
+    Args:
+        name: short name, used in tables, CSV rows and file names ("ln+gelu").
+        overrides: ``GPTConfig`` fields set for this variant (over the command-line base).
+        modify: optional module-level ``modify(model) -> None`` applied after initialisation.
+        labels: values of the table's label columns (``Study.columns``); default the name.
+        note: one line describing the variant (run_log and results.json).
+    """
+
+    name: str
+    overrides: Dict[str, Any] = field(default_factory=dict)
+    modify: Optional[Callable[[Any], None]] = None
+    labels: Dict[str, str] = field(default_factory=dict)
+    note: str = ""
+
+    @property
+    def slug(self) -> str:
+        """The name as a file-name stem ("ln+gelu" -> "ln_gelu")."""
+        return "".join(c if c.isalnum() or c in "-." else "_" for c in self.name)
+
+
+@dataclass(frozen=True)
+class Study:
+    """A study command: its variants (the first is the baseline) and its reporting hooks.
+
+    See the module docstring for the hooks. ``columns`` are (label key, width) pairs.
+    """
+
+    name: str
+    prog: str
+    description: str
+    variants: Tuple[Variant, ...]
+    columns: Tuple[Tuple[str, int], ...] = (("variant", 14),)
+    run_label: Optional[Callable[[Variant], str]] = None
+    closing: Optional[Callable[[Any], List[str]]] = None
+    instrument: Optional[Callable[[Any, Variant, int], Any]] = None
+    extra_outputs: Optional[Callable[[Any], Dict[str, str]]] = None
+    add_arguments: Optional[Callable[[ArgumentParser], None]] = None
+
+    @property
+    def baseline(self) -> Variant:
+        """The variant the others are compared with (the first)."""
+        return self.variants[0]
+
+    @property
+    def default_output_dir(self) -> Path:
+        """``outputs/<name>``."""
+        return Path("outputs") / self.name
+
+    def label(self, variant: Variant, key: str) -> str:
+        """The value of label column ``key`` for ``variant``."""
+        return variant.labels.get(key, variant.name)
+
+    def label_of_run(self, variant: Variant) -> str:
+        """How a progress/result line names the variant."""
+        return self.run_label(variant) if self.run_label else f"{variant.name:14s}"
+
+
+# ---------------------------------------------------------------------------- arguments
+
+
+def build_parser(study: Study) -> ArgumentParser:
+    """The common argument parser of a study (one-line errors, exit status 2)."""
+    p = ArgumentParser(
+        prog=study.prog, description=study.description,
+        epilog="Exit status: 0 every run trained; 1 a run diverged (NaN/inf loss; results still "
+               "written); 2 bad input (nothing written); 130 interrupted.")
+    length = p.add_mutually_exclusive_group()
+    length.add_argument("--tiny", action="store_true",
+                        help=f"{TINY_STEPS} steps per run (the default)")
+    length.add_argument("--full", action="store_true", help=f"{FULL_STEPS} steps per run")
+    p.add_argument("--steps", type=positive_int, default=None, metavar="N",
+                   help="steps per run (overrides --tiny/--full)")
+    p.add_argument("--seed", type=nonnegative_int, default=0, metavar="S",
+                   help="first seed (default 0); a seed fixes a run's initialisation and batches")
+    p.add_argument("--seeds", type=positive_int, default=1, metavar="N",
+                   help="number of seeds, S .. S+N-1 (default 1); every variant gets the same "
+                        "seeds, so differences are paired")
+    p.add_argument("--corpus", type=path_arg, default=None, metavar="PATH",
+                   help="a UTF-8 text file (default: the built-in 48-character corpus)")
+    p.add_argument("--output-dir", type=path_arg, default=study.default_output_dir,
+                   metavar="DIR", help=f"where to write the outputs "
+                                       f"(default {study.default_output_dir})")
+    p.add_argument("--jobs", type=positive_int, default=1, metavar="N",
+                   help="train N runs at a time in separate processes (default 1); the numbers "
+                        "do not depend on N")
+    p.add_argument("--eval-every", type=positive_int, default=EVAL_EVERY, metavar="K",
+                   help=f"validation loss every K steps in curves.csv (default {EVAL_EVERY})")
+    p.add_argument("--no-plots", action="store_true", help="do not write the PNG figures")
+    p.add_argument("--save-checkpoints", action="store_true",
+                   help="also write each trained model as <variant>.npz "
+                        "(<variant>_seed<S>.npz with several seeds)")
+    g = p.add_argument_group("model and optimiser (defaults are the chapter's)")
+    g.add_argument("--batch-size", type=positive_int, default=32, help="(default 32)")
+    g.add_argument("--block-size", type=positive_int, default=32, help="(default 32)")
+    g.add_argument("--n-layers", type=positive_int, default=2, help="(default 2)")
+    g.add_argument("--n-heads", type=positive_int, default=4, help="(default 4)")
+    g.add_argument("--d-model", type=positive_int, default=64, help="(default 64)")
+    varied = {k for v in study.variants for k in v.overrides}
+    for name, choices, default in CHOICE_FIELDS:
+        if name not in varied:
+            g.add_argument(f"--{name}", choices=choices, default=default,
+                           help=f"(default {default}, as the chapter)")
+    g.add_argument("--dtype", choices=("float32", "float64"), default="float32",
+                   help="dtype of the weights and the computation (default float32)")
+    g.add_argument("--lr", type=positive_float, default=3e-3,
+                   help="AdamW learning rate (default 3e-3, as the chapter)")
+    if study.add_arguments is not None:
+        study.add_arguments(p)
+    return p
+
+
+# ---------------------------------------------------------------------------- plan
+
+
+class Plan:
+    """Everything validated before training: arguments, corpus, splits, configs, output dir.
+
+    Attributes: ``study``, ``args``, ``steps``, ``seeds`` (list of int), ``text``,
+    ``corpus_label``, ``tokenizer``, ``vocab_size``, ``train_data``/``val_data`` (1-D int
+    arrays), ``configs`` (variant name -> GPTConfig), ``output_dir`` (Path), ``output_names``.
+
+    Raises:
+        UsageError: naming the problem (bad corpus, split too short, invalid configuration,
+            model too large for memory, unwritable output directory or a name taken by a
+            directory).
+    """
+
+    def __init__(self, study: Study, args) -> None:
+        self.study, self.args = study, args
+        self.steps = args.steps if args.steps is not None else (FULL_STEPS if args.full
+                                                               else TINY_STEPS)
+        self.seeds = list(range(args.seed, args.seed + args.seeds))
+        try:
+            self.text = load_corpus(args.corpus)
+        except (FileNotFoundError, IsADirectoryError, ValueError) as e:
+            raise UsageError(str(e)) from None
+        except OSError as e:  # e.g. permission denied
+            raise UsageError(f"cannot read corpus {args.corpus}: {e.strerror or e}") from None
+        self.corpus_label = "built-in" if args.corpus is None else str(args.corpus)
+        corpus_name = "the built-in corpus" if args.corpus is None else f"corpus {args.corpus}"
+        self.tokenizer = CharTokenizer(self.text)
+        self.vocab_size = self.tokenizer.vocab_size
+        data = self.tokenizer.encode(self.text)
+        self.train_data, self.val_data = train_val_split(data, TRAIN_FRACTION)
+        for name, split in (("training split", self.train_data),
+                            ("validation split", self.val_data)):
+            try:
+                check_split_length(split, args.block_size, name)
+            except ValueError as e:
+                raise UsageError(f"{corpus_name} is too short: {e}") from None
+        base = dict(vocab_size=self.vocab_size, block_size=args.block_size,
+                    n_layers=args.n_layers, n_heads=args.n_heads, d_model=args.d_model,
+                    dtype=args.dtype)
+        for name, _, _ in CHOICE_FIELDS:
+            if hasattr(args, name):
+                base[name] = getattr(args, name)
+        self.configs: Dict[str, GPTConfig] = {}
+        for v in study.variants:
+            try:
+                self.configs[v.name] = GPTConfig(**{**base, **v.overrides})
+            except (TypeError, ValueError) as e:
+                raise UsageError(f"invalid model configuration: {e}") from None
+        need = max(memory_lower_bound(c, args.batch_size) for c in self.configs.values())
+        have = _physical_memory()
+        if have and need > have:
+            raise UsageError(
+                f"the model and batch need at least {need / 2**30:.1f} GiB of memory to train "
+                f"(weights, gradients, AdamW state, activations), more than this machine's "
+                f"{have / 2**30:.1f} GiB; reduce --d-model, --n-layers or --batch-size")
+        self.output_dir = check_output_dir(args.output_dir)
+        names = ["results.json", "run_log.txt", "curves.csv", "loss_curves.png", "deltas.png"]
+        if args.save_checkpoints:
+            names += [self.checkpoint_name(v, s) for v in study.variants for s in self.seeds]
+        for name in names:
+            if (self.output_dir / name).is_dir():
+                raise UsageError(f"cannot write {self.output_dir / name}: it is a directory")
+
+    def checkpoint_name(self, variant: Variant, seed: int) -> str:
+        """``<slug>.npz`` with one seed, ``<slug>_seed<S>.npz`` with several."""
+        return f"{variant.slug}.npz" if len(self.seeds) == 1 else f"{variant.slug}_seed{seed}.npz"
+
+    def jobs(self) -> List[Tuple[Variant, int]]:
+        """Every (variant, seed), variant-major, in the study's order."""
+        return [(v, s) for v in self.study.variants for s in self.seeds]
+
+
+def memory_lower_bound(config: GPTConfig, batch_size: int) -> int:
+    """A lower bound, in bytes, of the memory one training step of ``config`` holds.
+
+    Counts only what must exist at once: weights, gradients and AdamW's two moments
+    (4 x parameters, with the MLP and attention matrices as 12 C^2 a layer), the activations
+    each layer keeps for backward (at least 18 C values per token: the norm outputs, q, k, v,
+    the attention output and the MLP's hidden activations; plus the T x T attention
+    probabilities per head) and the logits with their gradient. The true peak is higher, so a
+    configuration over the machine's memory is sure to fail.
+    """
+    item = np.dtype(config.dtype).itemsize
+    B, T, C = batch_size, config.block_size, config.d_model
+    params = config.vocab_size * C + config.n_layers * 12 * C * C
+    acts = config.n_layers * B * T * (18 * C + config.n_heads * T) + 2 * B * T * config.vocab_size
+    return (4 * params + acts) * item
+
+
+def _physical_memory() -> Optional[int]:
+    """Bytes of physical memory, or None where the platform does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+# ---------------------------------------------------------------------------- one job
+
+
+class _Progress:
+    """One progress line per run on stderr: refreshed in place on a terminal, else printed once
+    when the run ends."""
+
+    def __init__(self, name: str, steps: int, tty: bool, stream=sys.stderr) -> None:
+        self.name, self.steps, self.stream, self.tty = name, steps, stream, tty
+        self.t0 = time.perf_counter()
+        self.last_draw = 0.0
+        self.step, self.loss = 0, float("nan")
+
+    def _line(self) -> str:
+        dt = time.perf_counter() - self.t0
+        rate = self.step / dt if dt > 0 else 0.0
+        return (f"  {self.name:12s} step {self.step:>{len(str(self.steps))}d}/{self.steps}  "
+                f"loss {self.loss:.4f}  {rate:6.1f} steps/s  {dt:6.1f} s")
+
+    def __call__(self, step: int, loss: float) -> None:
+        self.step, self.loss = step, loss
+        now = time.perf_counter()
+        if self.tty and (now - self.last_draw > 0.2 or step == self.steps):
+            self.last_draw = now
+            self.stream.write("\r" + self._line())
+            self.stream.flush()
+
+    def close(self, note: str = "") -> None:
+        line = self._line() + (f"  {note}" if note else "")
+        self.stream.write(("\r" if self.tty else "") + line + "\n")
+        self.stream.flush()
+
+
+@dataclass
+class JobSpec:
+    """Everything one (variant, seed) run needs; picklable, so it can go to a worker process."""
+
+    variant: Variant
+    config: GPTConfig
+    seed: int
+    steps: int
+    batch_size: int
+    lr: float
+    eval_every: int
+    train_data: np.ndarray
+    val_data: np.ndarray
+    progress_name: str
+    tty: bool = False
+    keep_state: bool = False
+    instrument: Optional[Callable[[Any, Variant, int], Any]] = None
+
+
+def _json_float(x: float):
+    """A float for JSON: finite values as they are, NaN/inf as the strings "nan"/"inf"."""
+    x = float(x)
+    return x if math.isfinite(x) else str(x)
+
+
+def run_job(spec: JobSpec) -> Dict[str, Any]:
+    """Train one variant from one seed (the chapter's loop, ``gpt.train.train``).
+
+    Returns the run's entry: ``name``, ``seed``, ``params``, ``status`` ("ok" or "diverged"),
+    ``message``, ``diverged_at`` ({step, what, value} or None), ``steps_completed``,
+    ``train_loss``/``val_loss`` (mean over every position of each split, nats/token, None when
+    diverged), the chapter's one-batch estimates, ``loss_curve`` and ``grad_norms`` (one per
+    completed step), ``val_curve`` ([[step, val loss], ...] every ``eval_every`` steps and at
+    the last step), ``seconds``, ``steps_per_second``, ``extra`` (the instrument's result),
+    and, with ``keep_state``, ``_state`` (the trained parameters).
+    """
+    v = spec.variant
+    model = GPT(spec.config, seed=spec.seed)
+    if v.modify is not None:
+        v.modify(model)
+    rng = np.random.default_rng(spec.seed)
+    progress = _Progress(spec.progress_name, spec.steps, spec.tty)
+    instrument = spec.instrument(model, v, spec.seed) if spec.instrument else None
+    if instrument is not None:
+        instrument(0, model)
+    val_curve: List[List[float]] = []
+
+    def on_step(step: int, loss: float) -> None:
+        progress(step, loss)
+        if step % spec.eval_every == 0 or step == spec.steps:
+            val_curve.append([step, _json_float(evaluate(model, spec.val_data,
+                                                         batch_size=spec.batch_size))])
+            if instrument is not None:
+                instrument(step, model)
+
+    entry: Dict[str, Any] = {"name": v.name, "seed": spec.seed, **v.labels,
+                             "params": int(model.num_parameters()), "status": "ok",
+                             "message": None, "diverged_at": None}
+    try:
+        result = gpt.train.train(model, spec.train_data, steps=spec.steps,
+                                 batch_size=spec.batch_size, lr=spec.lr,
+                                 weight_decay=WEIGHT_DECAY, clip=CLIP, rng=rng, on_step=on_step)
+    except TrainingDiverged as e:
+        progress.close(f"stopped: {e}")
+        entry.update(status="diverged", message=str(e),
+                     diverged_at={"step": e.step, "what": e.what, "value": _json_float(e.value)},
+                     steps_completed=e.step - 1, train_loss=None, val_loss=None,
+                     train_loss_one_batch=None, val_loss_one_batch=None,
+                     loss_curve=[float(x) for x in e.losses],
+                     grad_norms=[float(x) for x in e.grad_norms], val_curve=val_curve,
+                     seconds=round(e.seconds, 3), steps_per_second=None, checkpoint=None,
+                     extra=getattr(instrument, "result", lambda: None)())
+        return entry
+    progress.close()
+    train_loss = evaluate(model, spec.train_data, batch_size=spec.batch_size)
+    val_loss = evaluate(model, spec.val_data, batch_size=spec.batch_size)
+    # the chapter's final estimate: one batch of each split, continuing the training stream
+    train_1b = estimate_loss(model, spec.train_data, rng, batch_size=spec.batch_size)
+    val_1b = estimate_loss(model, spec.val_data, rng, batch_size=spec.batch_size)
+    entry.update(steps_completed=spec.steps, train_loss=train_loss, val_loss=val_loss,
+                 train_loss_one_batch=train_1b, val_loss_one_batch=val_1b,
+                 loss_curve=[float(x) for x in result.losses],
+                 grad_norms=[float(x) for x in result.grad_norms], val_curve=val_curve,
+                 seconds=round(result.seconds, 3),
+                 steps_per_second=round(spec.steps / result.seconds, 2)
+                 if result.seconds > 0 else None,
+                 checkpoint=None, extra=getattr(instrument, "result", lambda: None)())
+    for k in ("train_loss", "val_loss", "train_loss_one_batch", "val_loss_one_batch"):
+        if not math.isfinite(entry[k]):  # a model that trained but evaluates to inf/nan
+            entry[k] = None
+    if spec.keep_state:
+        entry["_state"] = model.state_dict()
+    return entry
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def run_jobs(plan: Plan, jobs: int = 1,
+             on_done: Optional[Callable[[Dict[str, Any]], None]] = None) -> List[Dict[str, Any]]:
+    """Run every (variant, seed) job of ``plan``; returns the entries in ``plan.jobs()`` order.
+
+    ``jobs == 1`` trains in this process; otherwise in ``jobs`` worker processes (spawned, with
+    SIGINT ignored: Ctrl-C reaches this process, which stops the workers). ``on_done(entry)`` is
+    called as each job finishes (in completion order).
+
+    Raises:
+        KeyboardInterrupt: interrupted (workers are terminated).
+        MemoryError: from a job.
+    """
+    args = plan.args
+    tty = jobs == 1 and bool(getattr(sys.stderr, "isatty", lambda: False)())
+    specs = []
+    for v, s in plan.jobs():
+        name = v.name if len(plan.seeds) == 1 else f"{v.name} s{s}"
+        specs.append(JobSpec(v, plan.configs[v.name], s, plan.steps, args.batch_size, args.lr,
+                             args.eval_every, plan.train_data, plan.val_data, name, tty,
+                             bool(args.save_checkpoints), plan.study.instrument))
+    results: List[Optional[Dict[str, Any]]] = [None] * len(specs)
+    if jobs <= 1 or len(specs) == 1:
+        for i, spec in enumerate(specs):
+            results[i] = run_job(spec)
+            if on_done:
+                on_done(results[i])
+        return results  # type: ignore[return-value]
+    pool = cf.ProcessPoolExecutor(max_workers=min(jobs, len(specs)),
+                                  mp_context=multiprocessing.get_context("spawn"),
+                                  initializer=_ignore_sigint)
+    try:
+        futures = {pool.submit(run_job, spec): i for i, spec in enumerate(specs)}
+        for fut in cf.as_completed(futures):
+            results[futures[fut]] = fut.result()
+            if on_done:
+                on_done(results[futures[fut]])
+    except BaseException:
+        for proc in list(getattr(pool, "_processes", {}).values()):
+            proc.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+    return results  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------------------- the command
+
+
+def _remove_empty(dirs) -> None:
+    """Remove the directories this run created (deepest first) if they are still empty."""
+    for d in dirs:
+        try:
+            d.rmdir()
+        except OSError:
+            return
+
+
+def run_study(study: Study, argv: Optional[Sequence[str]] = None) -> int:
+    """Run a study command end to end; returns the exit status (see the module docstring)."""
+    from experiments import _plots, _report  # the reporting side of the runner
+
+    args = build_parser(study).parse_args(argv)
+    try:
+        plan = Plan(study, args)
+    except UsageError as e:
+        fail(study.prog, str(e))
+    n_seeds = len(plan.seeds)
+    seeds_txt = "" if n_seeds == 1 else f" x {n_seeds} seeds"
+    sys.stderr.write(
+        f"{study.name}: {len(study.variants)} variants{seeds_txt} x {plan.steps} steps, corpus "
+        f"{plan.corpus_label} ({len(plan.text)} characters, vocab {plan.vocab_size}), "
+        f"train/val {len(plan.train_data)}/{len(plan.val_data)} tokens\n")
+    say = Printer()
+    by_name = {v.name: v for v in study.variants}
+
+    def on_done(e: Dict[str, Any]) -> None:
+        say(_report.run_line(study, by_name[e["name"]], e, n_seeds))
+
+    try:
+        runs = run_jobs(plan, args.jobs, on_done)
+    except KeyboardInterrupt:
+        sys.stderr.write(f"\n{study.prog}: interrupted; nothing written\n")
+        return EXIT_INTERRUPTED
+    except MemoryError as e:
+        fail(study.prog, f"out of memory: the model or the batch is too large for this machine "
+                         f"({e})")
+    report = _report.Report(plan, runs)
+
+    out = plan.output_dir
+    created = [p for p in (out, *out.parents) if not p.exists()]  # deepest first
+    plot_note = None
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with AtomicGroup() as group:
+            if args.save_checkpoints:
+                for e in runs:
+                    if e["status"] == "ok":
+                        fname = plan.checkpoint_name(by_name[e["name"]], e["seed"])
+                        model = GPT(plan.configs[e["name"]], seed=e["seed"])
+                        model.load_state_dict(e["_state"])
+                        save_checkpoint(model, group.stage(out / fname),
+                                        tokenizer=plan.tokenizer)
+                        e["checkpoint"] = fname
+            if not args.no_plots:
+                plot_note = _plots.write_figures(report, group, out)
+            group.write_text(out / "curves.csv", _report.curves_csv(report))
+            for fname, text in (study.extra_outputs(report) if study.extra_outputs else {}).items():
+                group.write_text(out / fname, text)
+            group.write_text(out / "results.json", _report.results_json(report))
+            group.write_text(out / "run_log.txt", _report.run_log(report))
+    except KeyboardInterrupt:
+        _remove_empty(created)
+        sys.stderr.write(f"\n{study.prog}: interrupted; nothing written\n")
+        return EXIT_INTERRUPTED
+    except OSError as e:
+        _remove_empty(created)
+        fail(study.prog, f"cannot write the outputs to {out}: {e.strerror or e}; nothing written")
+
+    for line in _report.stdout_lines(report):
+        say(line)
+    say(f"\nOutputs written to {out.resolve()}")
+    if plot_note:
+        sys.stderr.write(f"{study.name}: {plot_note}\n")
+    diverged = sorted({e["name"] if n_seeds == 1 else f"{e['name']} (seed {e['seed']})"
+                       for e in runs if e["status"] != "ok"})
+    if diverged:
+        sys.stderr.write(f"{study.prog}: {len(diverged)} run(s) diverged: "
+                         f"{', '.join(diverged)}; see results.json\n")
+        return EXIT_DIVERGED
+    return EXIT_OK

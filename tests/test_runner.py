@@ -1,0 +1,212 @@
+"""Tests of the study runner (experiments._runner, _report, _plots) through four_variants:
+several seeds, --jobs 2 against a serial run, curves.csv, the statistics in results.json
+recomputed independently, the closing block against the table (including a forced
+divergence), the figures with and without matplotlib, and bad input.
+
+Every run is tiny (1 layer, d_model 16, a few steps) so the whole file takes seconds.
+"""
+import csv
+import json
+import math
+import re
+
+import numpy as np
+import pytest
+
+from experiments import _plots, _runner, four_variants
+
+TINY = ["--steps", "4", "--n-layers", "1", "--d-model", "16", "--n-heads", "2",
+        "--block-size", "8", "--eval-every", "2"]
+NAMES = ["ln+gelu", "rms+gelu", "ln+swiglu", "rms+swiglu"]
+
+
+def _load(out):
+    res = json.loads((out / "results.json").read_text())
+    with open(out / "curves.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    return res, rows, (out / "run_log.txt").read_text()
+
+
+@pytest.fixture(scope="module")
+def two_seeds(tmp_path_factory):
+    """Two seeds, serial and with --jobs 2."""
+    root = tmp_path_factory.mktemp("runner")
+    rcs = []
+    for name, extra in (("serial", []), ("jobs2", ["--jobs", "2"])):
+        rcs.append(four_variants.main(TINY + ["--seeds", "2", "--no-plots", "--output-dir",
+                                              str(root / name)] + extra))
+    return rcs, root
+
+
+def _strip_times(res):
+    for r in res["runs"]:
+        r.pop("seconds"), r.pop("steps_per_second")
+    return res
+
+
+def test_jobs_2_gives_the_numbers_of_a_serial_run(two_seeds):
+    rcs, root = two_seeds
+    assert rcs == [0, 0]
+    a, b = root / "serial", root / "jobs2"
+    assert (a / "curves.csv").read_bytes() == (b / "curves.csv").read_bytes()
+    assert _strip_times(_load(a)[0]) == _strip_times(_load(b)[0])
+    assert (a / "run_log.txt").read_text() == (b / "run_log.txt").read_text()
+
+
+def test_curves_csv_has_every_step_of_every_run(two_seeds):
+    _, root = two_seeds
+    res, rows, _ = _load(root / "serial")
+    assert list(rows[0]) == ["variant", "seed", "step", "train_loss", "val_loss", "grad_norm"]
+    assert len(rows) == 4 * 2 * 4
+    keys = [(r["variant"], int(r["seed"]), int(r["step"])) for r in rows]
+    assert keys == [(n, s, t) for n in NAMES for s in (0, 1) for t in (1, 2, 3, 4)]
+    for r in rows:
+        assert math.isfinite(float(r["train_loss"])) and float(r["grad_norm"]) > 0
+        assert (r["val_loss"] != "") == (int(r["step"]) in (2, 4))  # --eval-every 2
+    # the last val point is the final val loss of the run
+    for run in res["runs"]:
+        last = [r for r in rows if r["variant"] == run["name"] and int(r["seed"]) == run["seed"]]
+        assert float(last[-1]["val_loss"]) == run["val_loss"]
+        assert [float(r["train_loss"]) for r in last] == run["loss_curve"]
+
+
+def test_seeds_differ_and_pair(two_seeds):
+    _, root = two_seeds
+    res, _, _ = _load(root / "serial")
+    runs = {(r["name"], r["seed"]): r for r in res["runs"]}
+    assert runs[("ln+gelu", 0)]["loss_curve"] != runs[("ln+gelu", 1)]["loss_curve"]
+    # seed 0 of the two-seed run is the one-seed run of seed 0 (same batches, same init)
+    assert res["config"]["seeds"] == [0, 1]
+
+
+def test_statistics_recomputed_independently(two_seeds):
+    _, root = two_seeds
+    res, _, log = _load(root / "serial")
+    runs = {(r["name"], r["seed"]): r for r in res["runs"]}
+    t1 = math.tan(math.pi * 0.475)  # t(0.975, 1 df), closed form (Cauchy)
+    for v in res["variants"]:
+        vals = np.array([runs[(v["name"], s)]["val_loss"] for s in (0, 1)])
+        assert v["val_loss"]["mean"] == pytest.approx(vals.mean(), rel=1e-12)
+        assert v["val_loss"]["std"] == pytest.approx(vals.std(ddof=1), rel=1e-12)
+        row = next(ln for ln in log.splitlines() if ln.startswith(
+            f"{v['norm']:6s}  {v['mlp']:10s}"))
+        assert f"{vals.mean():.4f} ± {vals.std(ddof=1):.4f}" in row and "2/2" in row
+        if v["name"] == "ln+gelu":
+            assert v["difference_from_baseline"] is None
+            continue
+        base = np.array([runs[("ln+gelu", s)]["val_loss"] for s in (0, 1)])
+        d = vals - base
+        half = t1 * d.std(ddof=1) / math.sqrt(2)
+        got = v["difference_from_baseline"]["val_loss"]
+        assert got["mean"] == pytest.approx(d.mean(), rel=1e-12)
+        assert got["low"] == pytest.approx(d.mean() - half, rel=1e-9)
+        assert got["high"] == pytest.approx(d.mean() + half, rel=1e-9)
+        assert got["excludes_zero"] == (got["low"] > 0 or got["high"] < 0)
+
+
+def _lesson_lines(log):
+    return log[log.index("Lessons"):].splitlines()
+
+
+def test_closing_block_agrees_with_the_table(two_seeds):
+    _, root = two_seeds
+    res, _, log = _load(root / "serial")
+    summ = {v["name"]: v for v in res["variants"]}
+    lines = _lesson_lines(log)
+    assert any('"RMSNorm: same regularization effect as LayerNorm, ~half the FLOPs."' in ln
+               for ln in lines)
+    assert any("not measured in this run" in ln and "FLOPs" in ln for ln in lines)
+    for norm in ("ln", "rms"):
+        delta = summ[f"{norm}+swiglu"]["params"] - summ[f"{norm}+gelu"]["params"]
+        ln = next(x for x in lines if f"{norm}+swiglu - {norm}+gelu = {delta:+d}" in x)
+        assert ("fewer" in ln) == (delta < 0) and ("more" in ln) == (delta > 0)
+        assert ("contrary to the chapter" in ln) == (delta <= 0)
+    runs = {(r["name"], r["seed"]): r for r in res["runs"]}
+    for a, b in (("rms+gelu", "ln+gelu"), ("rms+swiglu", "ln+swiglu"),
+                 ("ln+swiglu", "ln+gelu"), ("rms+swiglu", "rms+gelu")):
+        d = np.array([runs[(a, s)]["val_loss"] - runs[(b, s)]["val_loss"] for s in (0, 1)])
+        ln = next(x for x in lines if f"{a} - {b} = " in x and "nats" in x)
+        m = re.search(r"= ([+-]\d+\.\d{4}) \[([+-]\d+\.\d{4}), ([+-]\d+\.\d{4})\]", ln)
+        assert m and float(m.group(1)) == pytest.approx(d.mean(), abs=5e-5)
+        lo, hi = float(m.group(2)), float(m.group(3))
+        if lo > 0 or hi < 0:
+            assert "excludes zero" in ln
+        else:
+            assert "cannot be told apart from zero with 2 seeds" in ln
+
+
+def test_a_forced_divergence_is_named_in_the_closing_block(tmp_path, capsys, monkeypatch):
+    import gpt.train
+
+    real_train = gpt.train.train
+
+    def rms_gelu_diverges(model, data, **kw):
+        if (model.config.norm, model.config.mlp) == ("rms", "gelu"):
+            kw["lr"] = 1e30
+        return real_train(model, data, **kw)
+
+    monkeypatch.setattr(gpt.train, "train", rms_gelu_diverges)
+    out = tmp_path / "out"
+    rc = four_variants.main(TINY + ["--steps", "6", "--seeds", "2", "--no-plots",
+                                    "--output-dir", str(out)])
+    assert rc == 1
+    res, rows, log = _load(out)
+    bad = next(v for v in res["variants"] if v["name"] == "rms+gelu")
+    assert bad["seeds_ok"] == [] and len(bad["diverged"]) == 2
+    step = bad["diverged"][0]["step"]
+    row = next(ln for ln in log.splitlines() if ln.startswith("rms     gelu"))
+    assert "diverged in every seed" in row and f"at step {step}" in row
+    lines = _lesson_lines(log)
+    gelu = next(x for x in lines if x.strip().startswith("with GELU:"))
+    assert "no comparison" in gelu and "rms+gelu seed 0" in gelu and "nats" not in gelu
+    swiglu = next(x for x in lines if x.strip().startswith("with SwiGLU:"))
+    assert "rms+swiglu - ln+swiglu = " in swiglu  # the other comparison is unaffected
+    # the diverged runs' curves stop before the failing step; every value written is finite
+    assert {int(r["step"]) for r in rows if r["variant"] == "rms+gelu"} <= set(range(1, step))
+    assert all(math.isfinite(float(r["train_loss"])) for r in rows)
+    assert "rms+gelu" in capsys.readouterr().err
+
+
+def test_without_matplotlib_one_line_says_how_to_install_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(_plots, "_pyplot", lambda: None)
+    out = tmp_path / "out"
+    assert four_variants.main(TINY + ["--steps", "2", "--output-dir", str(out)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    hint = [ln for ln in err if "matplotlib" in ln]
+    assert len(hint) == 1 and 'pip install -e ".[plot]"' in hint[0]
+    assert sorted(p.name for p in out.iterdir()) == ["curves.csv", "results.json", "run_log.txt"]
+
+
+def test_figures_are_pngs(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "out"
+    assert four_variants.main(TINY + ["--steps", "3", "--seeds", "2", "--output-dir",
+                                      str(out)]) == 0
+    for name in ("loss_curves.png", "deltas.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--seeds", "0"], "--seeds"),
+    (["--jobs", "0"], "--jobs"),
+    (["--eval-every", "-1"], "--eval-every"),
+    (["--seeds", "two"], "--seeds"),
+])
+def test_bad_runner_options(args, needle, tmp_path, capsys):
+    with pytest.raises(SystemExit) as ei:
+        four_variants.main(TINY + args + ["--output-dir", str(tmp_path / "out")])
+    cap = capsys.readouterr()
+    assert ei.value.code == 2 and cap.out == ""
+    assert len(cap.err.strip().splitlines()) == 1 and needle in cap.err
+    assert not (tmp_path / "out").exists()
+
+
+def test_help_shows_the_defaults(capsys):
+    with pytest.raises(SystemExit) as ei:
+        four_variants.main(["--help"])
+    text = capsys.readouterr().out
+    assert ei.value.code == 0
+    for word in ("--seeds", "--jobs", "--eval-every", "(default 64)", "(default 3e-3"):
+        assert word in text
+    assert "--norm" not in text and "--mlp" not in text  # the variants set them
+    assert _runner.TINY_STEPS == 200
