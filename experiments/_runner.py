@@ -44,7 +44,7 @@ What ``run_study`` does, in order:
    a 95 % Student-t interval (``experiments._stats``).
 5. Writes ``run_log.txt``, ``results.json``, ``curves.csv`` and (with matplotlib)
    ``loss_curves.png`` and ``deltas.png`` as one atomic group (``gpt.atomic.AtomicGroup``),
-   plus ``Study.extra_outputs(report) -> {file name: text}`` and the checkpoints; then prints
+   plus ``Study.extra_outputs(report) -> {file name: text or bytes}`` and the checkpoints; then prints
    the table on stdout.
 
 Optional hooks on ``Study``: ``columns`` and ``run_label`` (how the table names a variant),
@@ -548,8 +548,12 @@ def run_study(study: Study, argv: Optional[Sequence[str]] = None) -> int:
             if not args.no_plots:
                 plot_note = _plots.write_figures(report, group, out)
             group.write_text(out / "curves.csv", _report.curves_csv(report))
-            for fname, text in (study.extra_outputs(report) if study.extra_outputs else {}).items():
-                group.write_text(out / fname, text)
+            for fname, content in (study.extra_outputs(report) if study.extra_outputs
+                                   else {}).items():
+                if isinstance(content, bytes):   # e.g. a PNG
+                    group.stage(out / fname).write_bytes(content)
+                else:
+                    group.write_text(out / fname, content)
             group.write_text(out / "results.json", _report.results_json(report))
             group.write_text(out / "run_log.txt", _report.run_log(report))
     except KeyboardInterrupt:
