@@ -281,7 +281,7 @@ def verdict(shapes: List[Dict[str, Any]]) -> List[str]:
 
     def flop_words(r: float) -> str:
         if abs(r - 0.5) <= 0.1:
-            return f"{r:.2f}, about half: the claim holds"
+            return f"{r:.2f}, about half (within 0.1 of 0.5): the claim holds"
         if r > 0.5:
             return f"{r:.2f}, more than half: RMSNorm saves {_saving(r)} of the FLOPs, not ~50%"
         return f"{r:.2f}, less than half: RMSNorm saves {_saving(r)} of the FLOPs"
@@ -320,7 +320,7 @@ def verdict(shapes: List[Dict[str, Any]]) -> List[str]:
                     f"LayerNorm {f['ln']:.0f} and RMSNorm {f['rms']:.0f} minor page faults per "
                     f"call: part of that time is the C allocator handing freed temporaries back "
                     f"to the system and faulting them in again, not arithmetic (on glibc, "
-                    f"MALLOC_TOP_PAD_=67108864 in the environment keeps them).")
+                    f"MALLOC_TOP_PAD_=67108864 in the environment avoids them).")
     m_fwd = first["forward"]["ratio_rms_over_ln"]["bytes_fused_min"]
     m_fb = first["forward_backward"]["ratio_rms_over_ln"]["bytes_fused_min"]
     out.append(f"A fused kernel would move {m_fwd:.2f}x (forward) and {m_fb:.2f}x "
@@ -393,6 +393,14 @@ def load_claim(path) -> Dict[str, Any]:
         raise ValueError(f"{path} is not a norm_cost results.json (schema_version "
                          f"{SCHEMA_VERSION})")
     return doc["claim"]
+
+
+def summary_line(claim: Dict[str, Any]) -> str:
+    """One line citing a ``load_claim`` result, for another report's closing block."""
+    f, t = claim["flops_ratio"], claim["time_ratio"]
+    return (f"RMSNorm/LayerNorm FLOPs {f['forward']:.2f} forward, {f['forward_backward']:.2f} "
+            f"forward+backward (counted from our code); measured time {t['forward']:.2f} and "
+            f"{t['forward_backward']:.2f} at {t['shape']} (python -m experiments.norm_cost)")
 
 
 def _faults(f: Optional[float]) -> str:

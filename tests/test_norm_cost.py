@@ -133,6 +133,8 @@ def test_command_writes_the_documented_structure(tiny_run):
     # the verdict quotes the measured ratio, not a fixed text
     assert f"forward {claim['flops_ratio']['forward']:.2f}, about half" in log
     assert claim["verdict"][0] in log
+    line = norm_cost.summary_line(claim)
+    assert f"FLOPs {claim['flops_ratio']['forward']:.2f} forward" in line and "32x32x64" in line
 
 
 def test_load_claim_refuses_other_files(tmp_path):
