@@ -25,30 +25,22 @@ from typing import NoReturn, Optional, Sequence
 import numpy as np
 
 from .checkpoint import load_checkpoint, load_tokenizer
+from .cli import ArgumentParser, fail, int_arg
 from .sample import generate
 
 PROG = "python -m gpt.generate"
 
 
 def _fail(message: str) -> NoReturn:
-    sys.stderr.write(f"{PROG}: error: {' '.join(str(message).split())}\n")
-    raise SystemExit(2)
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse with a one-line error (no usage block), exit status 2."""
-
-    def error(self, message: str) -> NoReturn:  # noqa: D102 - argparse API
-        _fail(message)
+    fail(PROG, message)
 
 
 def _int_at_least(lo: int):
     def parse(text: str) -> int:
-        s = text.strip()
-        body = s[1:] if s[:1] in "+-" else s
-        if not body.isdigit() or not body.isascii() or int(s) < lo:
+        v = int_arg(text)
+        if v < lo:
             raise argparse.ArgumentTypeError(f"expected an integer >= {lo}, got {text!r}")
-        return int(s)
+        return v
     return parse
 
 
@@ -62,10 +54,10 @@ def _temperature(text: str) -> float:
     return v
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> ArgumentParser:
     """The command's argument parser (one-line errors, exit status 2)."""
-    p = _Parser(prog=PROG, description="Generate text from a minigrad-gpt checkpoint.",
-                epilog="Exit status: 0 done; 2 bad input (one line on stderr).")
+    p = ArgumentParser(prog=PROG, description="Generate text from a minigrad-gpt checkpoint.",
+                       epilog="Exit status: 0 done; 2 bad input (one line on stderr).")
     p.add_argument("--checkpoint", required=True, metavar="PATH",
                    help="a .npz written by gpt.save_checkpoint (e.g. four_variants "
                         "--save-checkpoints)")
