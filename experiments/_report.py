@@ -168,13 +168,13 @@ def differences_block(report: Report) -> List[str]:
 
 def stdout_lines(report: Report) -> List[str]:
     """What the command prints after the outputs are written (one seed: exactly the chapter's
-    table; several: the statistics table, then the closing block)."""
+    table; several, or ``Study.closing_on_stdout``: then the closing block)."""
     n = len(report.seeds)
     lines = ["", f"Uniform baseline: {report.uniform_baseline:.4f}", "",
              table_header(report.study, n), "-" * (50 if n == 1 else
                                                    len(table_header(report.study, n)))]
     lines += table_rows(report)
-    if n > 1:
+    if n > 1 or report.study.closing_on_stdout:
         lines += [""] + closing_lines(report)
     return lines
 

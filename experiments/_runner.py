@@ -136,6 +136,7 @@ class Study:
     instrument: Optional[Callable[[Any, Variant, int], Any]] = None
     extra_outputs: Optional[Callable[[Any], Dict[str, str]]] = None
     add_arguments: Optional[Callable[[ArgumentParser], None]] = None
+    closing_on_stdout: bool = False   # print the closing block even with one seed
 
     @property
     def baseline(self) -> Variant:

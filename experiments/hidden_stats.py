@@ -19,7 +19,7 @@ Usage::
     python -m experiments.hidden_stats --tiny                  # 200 steps, seed 0
     python -m experiments.hidden_stats --steps 500 --seeds 3 --eval-every 25 --jobs 2
 
-Writes, as one atomic step, to ``--output-dir`` (default ``./outputs/hidden_stats``): the
+Prints the loss table and the statistics table. Writes, as one atomic step, to ``--output-dir`` (default ``./outputs/hidden_stats``): the
 runner's ``run_log.txt`` (the loss table, then the statistics table at the first and last
 step), ``results.json`` (each run's ``extra.rows``: every statistic at every recorded step),
 ``curves.csv``, ``loss_curves.png``/``deltas.png``, and ``hidden_stats.csv`` (variant, seed,
@@ -243,6 +243,7 @@ STUDY = Study(
     columns=(("variant", 8),),
     closing=closing,
     extra_outputs=extra_outputs,
+    closing_on_stdout=True,
 )
 
 

@@ -175,3 +175,17 @@ def test_four_variants_checkpoints_generate_text(tmp_path, capsys):
                               "It is a truth", "--max-new-tokens", "20"]) == 0
     text = capsys.readouterr().out
     assert text.startswith("It is a truth") and len(text) == 13 + 20 + 1
+
+
+def test_module_entry_point_one_line_no_traceback(ckpt):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    proc = subprocess.run([sys.executable, "-m", "gpt.generate", "--checkpoint", str(ckpt),
+                           "--prompt", "aé"], env=env, capture_output=True, text=True,
+                          encoding="utf-8", timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert "'é' (U+00E9) at position 1" in proc.stderr

@@ -169,6 +169,14 @@ def test_jobs_2_gives_the_same_statistics(small_run, tmp_path):
     assert not (out2 / "hidden_stats.png").exists()
 
 
+def test_one_seed_prints_the_statistics_table(tmp_path, capsys):
+    assert hidden_stats.main(TINY + ["--steps", "2", "--no-plots", "--output-dir",
+                                     str(tmp_path / "o")]) == 0
+    out = capsys.readouterr().out
+    assert "Residual stream entering each block's attention" in out
+    assert "rms       blocks.1.pre_mlp        2" in out
+
+
 @pytest.mark.parametrize("args, needle", [
     (["--eval-every", "0"], "--eval-every"),
     (["--corpus", "/nonexistent/corpus.txt"], "not found"),
