@@ -4,6 +4,8 @@
 - ``loss_curves.png``: one panel per variant; x the training step, y the loss in nats/token;
   each seed's training-batch loss as a thin line, the mean over the seeds that trained as a
   thick line, and the mean validation loss (every ``--eval-every`` steps) as dots.
+- ``grad_norms.png``: the total gradient norm before clipping per step (log scale), seeds thin,
+  mean thick, one colour per variant.
 - ``deltas.png``: for each variant against the baseline, the paired difference of the final
   val and train losses (nats/token) with its 95 % Student-t interval, and a zero line.
 
@@ -19,8 +21,8 @@ import numpy as np
 
 __all__ = ["write_figures", "INSTALL_HINT"]
 
-INSTALL_HINT = ('matplotlib is not installed, so loss_curves.png and deltas.png were not '
-                'written; install it with: pip install -e ".[plot]"')
+INSTALL_HINT = ('matplotlib is not installed, so loss_curves.png, deltas.png and grad_norms.png '
+                'were not written; install it with: pip install -e ".[plot]"')
 
 
 def _pyplot():
@@ -34,7 +36,7 @@ def _pyplot():
 
 
 def write_figures(report, group, out: Path) -> Optional[str]:
-    """Stage ``loss_curves.png`` and ``deltas.png`` for ``out`` in the ``AtomicGroup``.
+    """Stage ``loss_curves.png``, ``deltas.png`` and ``grad_norms.png`` for ``out`` in the ``AtomicGroup``.
 
     Returns:
         None when written; the install hint (one line) when matplotlib is missing.
@@ -44,7 +46,39 @@ def write_figures(report, group, out: Path) -> Optional[str]:
         return INSTALL_HINT
     _loss_curves(plt, report, group.stage(out / "loss_curves.png"))
     _deltas(plt, report, group.stage(out / "deltas.png"))
+    _grad_norms(plt, report, group.stage(out / "grad_norms.png"))
+    if report.study.extra_figures is not None:
+        report.study.extra_figures(plt, report, lambda name: group.stage(out / name))
     return None
+
+
+def _grad_norms(plt, report, path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for k, v in enumerate(report.study.variants):
+        c = colors[k % len(colors)]
+        runs = report.runs_of(v.name)
+        for e in runs:
+            ax.plot(np.arange(1, len(e["grad_norms"]) + 1), e["grad_norms"], lw=0.5,
+                    alpha=0.35, color=c)
+            if e["status"] != "ok":
+                ax.plot([e["diverged_at"]["step"] - 1], [e["grad_norms"][-1]] if e["grad_norms"]
+                        else [1.0], "x", color=c, ms=8, mew=2)
+        n = min((len(e["grad_norms"]) for e in runs), default=0)
+        if n:
+            mean = np.mean([e["grad_norms"][:n] for e in runs], axis=0)
+            ax.plot(np.arange(1, n + 1), mean, lw=2.0, color=c, label=v.name)
+    ax.axhline(1.0, color="black", lw=0.8, ls=":", label="clip max_norm = 1")
+    ax.set_yscale("log")
+    ax.set_xlabel("step")
+    ax.set_ylabel("total gradient norm before clipping (log scale)")
+    ax.set_title(f"{report.study.name}: gradient norm per step, seeds thin, mean thick "
+                 f"(x = last step before divergence)", fontsize=9)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, format="png", dpi=110)
+    plt.close(fig)
 
 
 def _loss_curves(plt, report, path: Path) -> None:
@@ -82,16 +116,25 @@ def _loss_curves(plt, report, path: Path) -> None:
             ax.legend(fontsize=7, loc="upper right")
     for ax in axes.flat[n:]:
         ax.set_visible(False)
-    if finite:
+    tails = [np.median(e["loss_curve"][-max(1, len(e["loss_curve"]) // 10):])
+             for e in report.runs if e["loss_curve"]]
+    blown_up = bool(tails) and max(tails) > 2 * report.uniform_baseline
+    if blown_up:  # a run ended far above the uniform loss: show everything, log scale
+        axes.flat[0].set_yscale("log")
+        how = "log scale"
+    elif finite:
         lo = min(finite)
         hi = max(report.uniform_baseline * 1.25, np.percentile(finite, 2) * 1.05)
         axes.flat[0].set_ylim(max(0.0, lo - 0.1), max(hi, lo + 0.5))
+        how = "the first steps (loss near 42) are above the axis"
+    else:
+        how = "no finite loss"
     for ax in axes[-1]:
         ax.set_xlabel("step")
     for ax in axes[:, 0]:
         ax.set_ylabel("loss (nats/token)")
-    fig.suptitle(f"{report.study.name}: training loss per step, {len(report.seeds)} seed(s) "
-                 f"(thin), mean (thick)", fontsize=11)
+    fig.suptitle(f"{report.study.name}: loss per step, {len(report.seeds)} seed(s) (thin), "
+                 f"mean (thick); {how}", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, format="png", dpi=110)
     plt.close(fig)

@@ -20,6 +20,7 @@ import numpy as np
 from experiments import _stats
 
 __all__ = ["Report", "run_line", "table_header", "table_rows", "differences_block",
+           "grad_norm_block", "divergence_findings", "params_block", "differences_and_params",
            "stdout_lines", "run_log", "results_json", "curves_csv", "fmt_diff"]
 
 METRICS = ("val_loss", "train_loss")
@@ -82,7 +83,9 @@ class Report:
 
 
 def _f(x: Optional[float], spec: str = ".4f") -> str:
-    return "-" if x is None else format(x, spec)
+    if x is None:
+        return "-"
+    return format(x, ".4g") if abs(x) >= 1e4 else format(x, spec)  # a blown-up loss stays short
 
 
 def run_line(study, variant, e: Dict[str, Any], n_seeds: int) -> str:
@@ -144,9 +147,12 @@ def fmt_diff(d: Dict[str, Any]) -> str:
     """``-0.1031 nats [-0.2034, -0.0028]`` (the interval only when there is one)."""
     if d["mean"] is None:
         return "-"
-    txt = f"{d['mean']:+.4f}"
+    def sg(x: float) -> str:
+        return format(x, "+.4g") if abs(x) >= 1e4 else format(x, "+.4f")
+
+    txt = sg(d["mean"])
     if d["low"] is not None:
-        txt += f" [{d['low']:+.4f}, {d['high']:+.4f}]"
+        txt += f" [{sg(d['low'])}, {sg(d['high'])}]"
     return txt
 
 
@@ -166,15 +172,75 @@ def differences_block(report: Report) -> List[str]:
     return lines
 
 
+def grad_norm_block(report: Report, points: int = 5) -> List[str]:
+    """The gradient-norm history in a few columns: the total gradient norm before clipping at
+    ``points`` steps spread over the run (mean over the seeds that reached the step), then its
+    largest value and the step of it. Diverged runs count up to the step before they stopped."""
+    steps = report.plan.steps
+    at = sorted({1, *[max(1, round(steps * k / (points - 1))) for k in range(1, points)]})
+    width = max(len(v.name) for v in report.study.variants)
+    head = f"  {'':{width}s}" + "".join(f"{'step ' + str(t):>11s}" for t in at) + \
+        f"  {'max (step, seed)':>22s}"
+    lines = ["Gradient norm before clipping (clip at 1.0), mean over seeds:", head]
+    for v in report.study.variants:
+        runs = report.runs_of(v.name)
+        cells = []
+        for t in at:
+            vals = [e["grad_norms"][t - 1] for e in runs if len(e["grad_norms"]) >= t]
+            cells.append(f"{np.mean(vals):>11.3g}" if vals else f"{'-':>11s}")
+        peak = max(((g, i + 1, e["seed"]) for e in runs for i, g in enumerate(e["grad_norms"])),
+                   default=None)
+        tail = f"{peak[0]:.3g} ({peak[1]}, {peak[2]})" if peak else "-"
+        lines.append(f"  {v.name:{width}s}" + "".join(cells) + f"  {tail:>22s}")
+    return lines
+
+
+def params_block(report: Report) -> List[str]:
+    """Each variant's parameter count against the baseline's, with sign and percentage."""
+    base = report.study.baseline.name
+    b = report.summaries[base]["params"]
+    parts = []
+    for v in report.study.variants[1:]:
+        d = report.summaries[v.name]["params"] - b
+        parts.append(f"{v.name} {d:+d} ({100.0 * d / b:+.2f}%)")
+    return [f"Parameters minus {base}'s ({b}): " + ", ".join(parts)]
+
+
+def differences_and_params(report: Report) -> List[str]:
+    """The default closing of a comparison study: paired differences, then parameters."""
+    return differences_block(report) + [""] + params_block(report)
+
+
+def divergence_findings(report: Report) -> List[str]:
+    """One line per diverged run: variant, seed, what became non-finite and at which step;
+    or a line saying that no run diverged."""
+    found = [f"  {e['name']} seed {e['seed']}: {e['diverged_at']['what']} became "
+             f"{e['diverged_at']['value']} at step {e['diverged_at']['step']}"
+             for e in report.runs if e["status"] != "ok"]
+    if not found:
+        lines = [f"Divergence: none (every loss and gradient norm stayed finite for "
+                 f"{report.plan.steps} steps)."]
+    else:
+        lines = ["Divergence (the run stops there; its curve ends at the step before):"] + found
+    worse = [f"  {e['name']} seed {e['seed']}: val {_f(e['val_loss'])}" for e in report.runs
+             if e["status"] == "ok" and e["val_loss"] is not None
+             and e["val_loss"] > report.uniform_baseline]
+    if worse:
+        lines += [f"Trained but ended worse than a uniform prediction (val loss > ln V = "
+                  f"{report.uniform_baseline:.4f}):"] + worse
+    return lines
+
+
 def stdout_lines(report: Report) -> List[str]:
-    """What the command prints after the outputs are written (one seed: exactly the chapter's
-    table; several, or ``Study.closing_on_stdout``: then the closing block)."""
+    """What the command prints after the outputs are written: the uniform baseline, the table,
+    then the closing block (unless one seed and ``Study.closing_on_stdout_with_one_seed`` is
+    False: four_variants then prints exactly the chapter's table)."""
     n = len(report.seeds)
     lines = ["", f"Uniform baseline: {report.uniform_baseline:.4f}", "",
              table_header(report.study, n), "-" * (50 if n == 1 else
                                                    len(table_header(report.study, n)))]
     lines += table_rows(report)
-    if n > 1 or report.study.closing_on_stdout:
+    if n > 1 or report.study.closing_on_stdout_with_one_seed:
         lines += [""] + closing_lines(report)
     return lines
 

@@ -43,15 +43,21 @@ What ``run_study`` does, in order:
    of the final train and val losses; per variant the paired difference from the baseline with
    a 95 % Student-t interval (``experiments._stats``).
 5. Writes ``run_log.txt``, ``results.json``, ``curves.csv`` and (with matplotlib)
-   ``loss_curves.png`` and ``deltas.png`` as one atomic group (``gpt.atomic.AtomicGroup``),
-   plus ``Study.extra_outputs(report) -> {file name: text or bytes}`` and the checkpoints; then prints
+   ``loss_curves.png``, ``deltas.png`` and ``grad_norms.png`` as one atomic group (``gpt.atomic.AtomicGroup``),
+   plus ``Study.extra_outputs(report) -> {file name: text}`` and the checkpoints; then prints
    the table on stdout.
 
 Optional hooks on ``Study``: ``columns`` and ``run_label`` (how the table names a variant),
-``closing(report) -> list of lines`` (run_log's closing block; default: the paired
-differences), ``instrument(model, variant, seed) -> callable(step, model)`` called at step 0
+``closing(report) -> list of lines`` (run_log's closing block, also printed on stdout;
+default: the paired differences; ``closing_on_stdout_with_one_seed=False`` keeps a one-seed
+stdout to the table alone, as four_variants does to print exactly the chapter's table), ``instrument(model, variant, seed) -> callable(step, model)`` called at step 0
 and at every evaluation step (its ``result()``, if any, is stored as the run's ``"extra"``;
-it must not draw from the training generator), ``extra_outputs`` and ``add_arguments``.
+it must not draw from the training generator, and must be picklable, e.g. a module-level
+class, for ``--jobs``), ``extra_outputs(report) -> {file name: text}`` (e.g. a CSV),
+``extra_figures(plt, report, stage)`` (draw with matplotlib's ``pyplot`` and save to
+``stage("name.png")``, a path in the atomic group; only called when matplotlib is installed
+and ``--no-plots`` is not given) and ``add_arguments(parser)`` (read them back from
+``report.plan.args``).
 
 Exit status: 0 every job trained; 1 a job diverged (everything still written); 2 bad input or
 the outputs cannot be written (one line on stderr, nothing written); 130 interrupted.
@@ -136,7 +142,8 @@ class Study:
     instrument: Optional[Callable[[Any, Variant, int], Any]] = None
     extra_outputs: Optional[Callable[[Any], Dict[str, str]]] = None
     add_arguments: Optional[Callable[[ArgumentParser], None]] = None
-    closing_on_stdout: bool = False   # print the closing block even with one seed
+    extra_figures: Optional[Callable[[Any, Any, Callable[[str], Path]], None]] = None
+    closing_on_stdout_with_one_seed: bool = True
 
     @property
     def baseline(self) -> Variant:
@@ -270,7 +277,8 @@ class Plan:
                 f"(weights, gradients, AdamW state, activations), more than this machine's "
                 f"{have / 2**30:.1f} GiB; reduce --d-model, --n-layers or --batch-size")
         self.output_dir = check_output_dir(args.output_dir)
-        names = ["results.json", "run_log.txt", "curves.csv", "loss_curves.png", "deltas.png"]
+        names = ["results.json", "run_log.txt", "curves.csv", "loss_curves.png", "deltas.png",
+                 "grad_norms.png"]
         if args.save_checkpoints:
             names += [self.checkpoint_name(v, s) for v in study.variants for s in self.seeds]
         for name in names:
@@ -549,12 +557,8 @@ def run_study(study: Study, argv: Optional[Sequence[str]] = None) -> int:
             if not args.no_plots:
                 plot_note = _plots.write_figures(report, group, out)
             group.write_text(out / "curves.csv", _report.curves_csv(report))
-            for fname, content in (study.extra_outputs(report) if study.extra_outputs
-                                   else {}).items():
-                if isinstance(content, bytes):   # e.g. a PNG
-                    group.stage(out / fname).write_bytes(content)
-                else:
-                    group.write_text(out / fname, content)
+            for fname, text in (study.extra_outputs(report) if study.extra_outputs else {}).items():
+                group.write_text(out / fname, text)
             group.write_text(out / "results.json", _report.results_json(report))
             group.write_text(out / "run_log.txt", _report.run_log(report))
     except KeyboardInterrupt:

@@ -122,6 +122,7 @@ STUDY = Study(
     columns=(("norm", 6), ("mlp", 10)),
     run_label=lambda v: f"{v.labels['norm']:5s} + {v.labels['mlp']:8s}",
     closing=closing,
+    closing_on_stdout_with_one_seed=False,
 )
 
 

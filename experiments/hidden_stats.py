@@ -22,16 +22,14 @@ Usage::
 Prints the loss table and the statistics table. Writes, as one atomic step, to ``--output-dir`` (default ``./outputs/hidden_stats``): the
 runner's ``run_log.txt`` (the loss table, then the statistics table at the first and last
 step), ``results.json`` (each run's ``extra.rows``: every statistic at every recorded step),
-``curves.csv``, ``loss_curves.png``/``deltas.png``, and ``hidden_stats.csv`` (variant, seed,
+``curves.csv``, the runner's figures, and ``hidden_stats.csv`` (variant, seed,
 step, site, mean, var, min, max, kurtosis) and, with matplotlib, ``hidden_stats.png``.
 Options and exit statuses are the runner's (``python -m experiments.hidden_stats --help``).
 """
 from __future__ import annotations
 
 import dataclasses
-import io
 import math
-import sys
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -155,8 +153,8 @@ def stats_table(report) -> List[str]:
 
 
 def closing(report) -> List[str]:
-    """run_log's closing block: the paired loss differences, then the statistics table."""
-    return _report.differences_block(report) + [""] + stats_table(report)
+    """The closing block: the paired loss differences and parameters, then the statistics."""
+    return _report.differences_and_params(report) + [""] + stats_table(report)
 
 
 def stats_csv(report) -> str:
@@ -169,19 +167,10 @@ def stats_csv(report) -> str:
     return "\n".join(lines) + "\n"
 
 
-PLOT_HINT = ('matplotlib is not installed, so hidden_stats.png was not written; install it '
-             'with: pip install -e ".[plot]"')
-
-
-def stats_png(report) -> Optional[bytes]:
-    """hidden_stats.png: variance, kurtosis and max of each site over the steps (mean over
-    seeds), LayerNorm solid, RMSNorm dashed; None without matplotlib."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
+def stats_figure(plt, report, stage) -> None:
+    """hidden_stats.png (the runner's ``extra_figures`` hook: called only with matplotlib and
+    without --no-plots): variance, kurtosis and max of each site over the steps (mean over
+    seeds), LayerNorm solid, RMSNorm dashed."""
     by = stats_by(report)
     sites = _sites(report)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -208,27 +197,18 @@ def stats_png(report) -> Optional[bytes]:
         ax.grid(alpha=0.3)
     axes[1].axhline(3.0, color="grey", linewidth=0.8, linestyle=":")   # a Gaussian's
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8,
-               frameon=False)
+    fig.legend(handles, labels, loc="lower center", ncol=min(4, max(1, len(labels))),
+               fontsize=8, frameon=False)
     fig.suptitle("Residual stream entering each block's attention and MLP (probe batch; "
                  "solid: LayerNorm, dashed: RMSNorm)", fontsize=11)
     fig.tight_layout(rect=(0, 0.12, 1, 0.95))
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
+    fig.savefig(stage("hidden_stats.png"), format="png", dpi=110)
     plt.close(fig)
-    return buf.getvalue()
 
 
-def extra_outputs(report) -> Dict[str, Any]:
-    """hidden_stats.csv and (with matplotlib, without --no-plots) hidden_stats.png."""
-    out: Dict[str, Any] = {"hidden_stats.csv": stats_csv(report)}
-    if not report.plan.args.no_plots:
-        png = stats_png(report)
-        if png is None:
-            sys.stderr.write(f"hidden_stats: {PLOT_HINT}\n")
-        else:
-            out["hidden_stats.png"] = png
-    return out
+def extra_outputs(report) -> Dict[str, str]:
+    """hidden_stats.csv."""
+    return {"hidden_stats.csv": stats_csv(report)}
 
 
 STUDY = Study(
@@ -243,7 +223,7 @@ STUDY = Study(
     columns=(("variant", 8),),
     closing=closing,
     extra_outputs=extra_outputs,
-    closing_on_stdout=True,
+    extra_figures=stats_figure,
 )
 
 

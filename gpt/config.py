@@ -1,7 +1,8 @@
 """``GPTConfig``: one configuration, variants chosen by fields (nanoGPT's ``GPTConfig``).
 
 Defaults are the seed's tiny model (block 32, 2 layers, 4 heads, d_model 64; the seed's
-``build.py`` for "The Details That Matter"). ``norm`` picks LayerNorm or RMSNorm, ``mlp`` the
+``build.py`` for "The Details That Matter"). ``norm`` picks LayerNorm or RMSNorm (or the
+chapter's break-it choices: LayerNorm then RMSNorm by depth, or no normalisation), ``mlp`` the
 feed-forward block (GELU or ReLU² MLP d -> 4d -> d, or SwiGLU with hidden int(8/3 d)), ``pos``
 learned absolute position embeddings or RoPE applied to queries and keys.
 """
@@ -13,7 +14,7 @@ from typing import Any, Dict
 
 import numpy as np
 
-NORMS = ("ln", "rms")
+NORMS = ("ln", "rms", "ln_rms", "none")
 MLPS = ("gelu", "swiglu", "relu2")
 POSITIONS = ("learned", "rope")
 DTYPES = ("float32", "float64")
@@ -29,7 +30,11 @@ class GPTConfig:
         n_layers (int): number of transformer blocks (> 0).
         n_heads (int): attention heads; must divide ``d_model``.
         d_model (int): width C of the residual stream (> 0).
-        norm (str): "ln" (LayerNorm, eps 1e-5) or "rms" (RMSNorm, eps 1e-6).
+        norm (str): "ln" (LayerNorm, eps 1e-5), "rms" (RMSNorm, eps 1e-6), "ln_rms" (the
+            chapter's break-it ``norm_for_layer``: blocks ``i < n_layers // 2`` LayerNorm, the
+            others RMSNorm; the final ``ln_f`` stays LayerNorm, as the chapter changes only the
+            blocks' norms) or "none" (no normalisation: every norm, ``ln_f`` included, is the
+            identity and has no parameters; the chapter's ``make_norm("none")``).
         mlp (str): "gelu" (tanh GELU MLP), "relu2" (ReLU² MLP) or "swiglu".
         pos (str): "learned" (position embedding table) or "rope" (rotary, needs an even
             head_dim = d_model // n_heads).

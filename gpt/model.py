@@ -24,15 +24,22 @@ import numpy as np
 
 from minigrad import Module, ModuleList, Tensor
 from layers.functional import cross_entropy, embedding, linear
-from layers.modules import MLP, CausalSelfAttention, Embedding, LayerNorm, RMSNorm, SwiGLU
+from layers.modules import (MLP, CausalSelfAttention, Embedding, Identity, LayerNorm, RMSNorm,
+                            SwiGLU)
 
 from .config import GPTConfig
 
 __all__ = ["Block", "GPT"]
 
 
-def _norm(config: GPTConfig, dt):
-    if config.norm == "ln":
+def _norm(config: GPTConfig, dt, layer: int = -1):
+    """The norm of block ``layer`` (``-1``: the final ``ln_f``) for ``config.norm``."""
+    kind = config.norm
+    if kind == "none":
+        return Identity()
+    if kind == "ln_rms":  # the chapter's break-it norm_for_layer; ln_f stays LayerNorm
+        kind = "rms" if layer >= config.n_layers // 2 else "ln"
+    if kind == "ln":
         return LayerNorm(config.d_model, eps=1e-5, dtype=dt)
     return RMSNorm(config.d_model, eps=1e-6, dtype=dt)
 
@@ -42,6 +49,7 @@ class Block(Module):
 
     Args:
         config (GPTConfig): widths and variant choices.
+        layer (int): index of the block (chooses its norm when ``config.norm == "ln_rms"``).
         rng (np.random.Generator): init source; draws happen in the order attn (c_attn weight,
             bias, c_proj weight, bias), then mlp (c_fc weight, bias, c_proj weight, bias; or
             gate_proj, up_proj, down_proj weights). The norms draw nothing.
@@ -56,14 +64,14 @@ class Block(Module):
             ln2). Used by ``gpt.capture.capture_residual_stream``; the output is unchanged.
     """
 
-    def __init__(self, config: GPTConfig, rng: np.random.Generator) -> None:
+    def __init__(self, config: GPTConfig, rng: np.random.Generator, layer: int = 0) -> None:
         super().__init__()
         dt = config.np_dtype
-        self.ln1 = _norm(config, dt)
+        self.ln1 = _norm(config, dt, layer)
         self.attn = CausalSelfAttention(config.d_model, config.n_heads,
                                         rope=config.pos == "rope", block_size=config.block_size,
                                         rng=rng, dtype=dt)
-        self.ln2 = _norm(config, dt)
+        self.ln2 = _norm(config, dt, layer)
         if config.mlp == "swiglu":
             self.mlp = SwiGLU(config.d_model, rng=rng, dtype=dt)
         else:
@@ -124,7 +132,7 @@ class GPT(Module):
         if config.pos == "learned":
             self.position_embedding = Embedding(config.block_size, config.d_model, rng=rng,
                                                 dtype=dt)
-        self.blocks = ModuleList([Block(config, rng) for _ in range(config.n_layers)])
+        self.blocks = ModuleList([Block(config, rng, i) for i in range(config.n_layers)])
         self.ln_f = _norm(config, dt)
         positions = np.arange(config.block_size, dtype=np.int64)
         object.__setattr__(self, "_positions", positions)

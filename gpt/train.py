@@ -109,7 +109,8 @@ def train(
 
     Args:
         model: a ``gpt.GPT`` (anything with ``config.block_size``, ``parameters()`` and
-            ``model(idx, targets) -> (logits, loss)``).
+            ``model(idx, targets) -> (logits, loss)``). Parameters with
+            ``requires_grad=False`` are frozen: not optimised, not decayed, not clipped.
         train_data: 1-D int token ids, at least ``block_size + 1`` of them.
         steps: number of optimizer steps (>= 1).
         batch_size: windows per batch (B). lr, weight_decay: AdamW's (decay on every parameter).
@@ -141,7 +142,9 @@ def train(
     train_data = np.asarray(train_data)
     check_split_length(train_data, block_size, "training split")
 
-    params = list(model.parameters())
+    # frozen parameters (requires_grad=False) get no gradient and no update, as in PyTorch's
+    # AdamW(filter(lambda p: p.requires_grad, model.parameters()))
+    params = [p for p in model.parameters() if p.requires_grad]
     optimizer = AdamW(params, lr=lr, weight_decay=weight_decay)
     result = TrainResult()
     model.train()

@@ -26,7 +26,7 @@ from minigrad import Module, Parameter, Tensor
 from .functional import (apply_rope, build_rope_cache, embedding, gelu, layer_norm, linear,
                          relu2, rms_norm, scaled_dot_product_attention, swiglu)
 
-__all__ = ["LayerNorm", "RMSNorm", "Linear", "Embedding", "SwiGLU", "MLP",
+__all__ = ["Identity", "LayerNorm", "RMSNorm", "Linear", "Embedding", "SwiGLU", "MLP",
            "CausalSelfAttention"]
 
 
@@ -51,6 +51,17 @@ def _positive_int(name: str, v) -> int:
     if v <= 0:
         raise ValueError(f"{name} must be a positive integer, got {v}")
     return int(v)
+
+
+class Identity(Module):
+    """Returns its input unchanged (``torch.nn.Identity``); no parameters.
+
+    Stands in for a norm when a model is built without normalisation (the chapter's
+    ``make_norm("none")``). Shapes: x (...) -> (...), the same Tensor.
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x
 
 
 class LayerNorm(Module):

@@ -21,7 +21,7 @@ SEED_PARAMS = {("ln", "gelu"): 105216, ("rms", "gelu"): 104896,
                ("ln", "swiglu"): 104320, ("rms", "swiglu"): 104000}
 
 
-PNGS = {"loss_curves.png", "deltas.png"}  # written when matplotlib is installed
+PNGS = {"loss_curves.png", "deltas.png", "grad_norms.png"}  # written when matplotlib is installed
 
 
 def run_cli(args, cwd):

@@ -182,7 +182,7 @@ def test_figures_are_pngs(tmp_path, capsys):
     out = tmp_path / "out"
     assert four_variants.main(TINY + ["--steps", "3", "--seeds", "2", "--output-dir",
                                       str(out)]) == 0
-    for name in ("loss_curves.png", "deltas.png"):
+    for name in ("loss_curves.png", "deltas.png", "grad_norms.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -210,3 +210,47 @@ def test_help_shows_the_defaults(capsys):
         assert word in text
     assert "--norm" not in text and "--mlp" not in text  # the variants set them
     assert _runner.TINY_STEPS == 200
+
+
+def test_interrupted_writes_nothing(tmp_path, capsys, monkeypatch):
+    def interrupted(spec):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_runner, "run_job", interrupted)
+    out = tmp_path / "out"
+    assert four_variants.main(TINY + ["--output-dir", str(out)]) == 130
+    assert "interrupted; nothing written" in capsys.readouterr().err
+    assert not out.exists()
+
+
+class _CountSteps:
+    """An instrument that records the steps it is called at and reads the model only."""
+
+    def __init__(self, model, variant, seed):
+        self.steps = []
+
+    def __call__(self, step, model):
+        self.steps.append(step)
+        with __import__("minigrad").no_grad():
+            model(np.zeros((1, 4), dtype=np.int64))  # a forward pass must not change training
+
+    def result(self):
+        return {"steps": self.steps}
+
+
+def test_the_hooks_of_a_new_study(tmp_path, capsys):
+    plain = _runner.Study(name="demo", prog="demo", description="d",
+                          variants=(_runner.Variant("ln", {"norm": "ln"}),
+                                    _runner.Variant("rms", {"norm": "rms"})))
+    hooked = _runner.Study(name="demo", prog="demo", description="d", variants=plain.variants,
+                           instrument=_CountSteps,
+                           extra_outputs=lambda r: {"extra.csv": f"runs,{len(r.runs)}\n"})
+    args = TINY + ["--no-plots", "--steps", "5"]
+    assert _runner.run_study(plain, args + ["--output-dir", str(tmp_path / "a")]) == 0
+    assert _runner.run_study(hooked, args + ["--output-dir", str(tmp_path / "b")]) == 0
+    a, b = _load(tmp_path / "a")[0], _load(tmp_path / "b")[0]
+    for ra, rb in zip(a["runs"], b["runs"]):
+        assert ra["loss_curve"] == rb["loss_curve"] and ra["val_loss"] == rb["val_loss"]
+        assert ra["extra"] is None and rb["extra"] == {"steps": [0, 2, 4, 5]}
+    assert (tmp_path / "b" / "extra.csv").read_text() == "runs,2\n"
+    assert (tmp_path / "a" / "curves.csv").read_text() == (tmp_path / "b" / "curves.csv").read_text()

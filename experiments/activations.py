@@ -1,0 +1,49 @@
+"""Activations: the GELU MLP, the ReLU² MLP and SwiGLU (the chapter's steps 6 and 7).
+
+Variants, over the same seeds (same initial streams and batches):
+
+- ``gelu``: ``c_proj(gelu(c_fc(x)))``, d -> 4d -> d, tanh GELU (the baseline).
+- ``relu2``: ``c_proj(relu(c_fc(x))^2)``, the same shapes (the chapter's ``relu2``).
+- ``swiglu``: ``down_proj(silu(gate_proj(x)) * up_proj(x))`` with hidden ``int(8/3 d)``, as in
+  the chapter's build.py (its step 7 uses 4d, which would add half the MLP's weights again).
+
+Usage::
+
+    python -m experiments.activations --tiny
+    python -m experiments.activations --tiny --seeds 5 --jobs 2 --norm rms
+
+Prints the parameter counts and final losses, each variant's paired difference from ``gelu``
+(95 % Student-t interval with several seeds) and the parameter differences. Options, outputs
+and exit statuses are those of every study command (``experiments._runner``).
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from experiments._report import differences_and_params
+from experiments._runner import Study, Variant, run_study
+
+__all__ = ["STUDY", "main"]
+
+STUDY = Study(
+    name="activations",
+    prog="python -m experiments.activations",
+    description="GELU vs ReLU² vs SwiGLU MLPs in the tiny GPT, over the same seeds.",
+    variants=(
+        Variant("gelu", {"mlp": "gelu"}, note="GELU MLP, d -> 4d -> d (the baseline)"),
+        Variant("relu2", {"mlp": "relu2"}, note="ReLU² MLP, d -> 4d -> d"),
+        Variant("swiglu", {"mlp": "swiglu"}, note="SwiGLU, hidden int(8/3 d), no biases"),
+    ),
+    columns=(("mlp", 8),),
+    run_label=lambda v: f"{v.name:8s}",
+    closing=differences_and_params,
+)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the command; returns the exit status (see ``experiments._runner``)."""
+    return run_study(STUDY, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
