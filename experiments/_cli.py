@@ -9,6 +9,9 @@
 - ``atomic_write_text`` / ``atomic_write_bytes`` / ``atomic_writer``: write a temporary file in the
   destination's directory and ``os.replace`` it over the destination, so a reader never sees a
   half-written file and an interrupted run leaves none behind.
+
+``fail``, ``ArgumentParser`` and ``int_arg`` live in ``gpt/cli.py`` (``python -m gpt.generate``
+uses them too, and gpt imports nothing from experiments); the atomic writers in ``gpt/atomic.py``.
 """
 from __future__ import annotations
 
@@ -19,9 +22,10 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import NoReturn, Union
+from typing import Union
 
 from gpt.atomic import atomic_write_bytes, atomic_write_text, atomic_writer  # noqa: F401 (re-exported)
+from gpt.cli import EXIT_USAGE, ArgumentParser, fail, int_arg  # noqa: F401 (re-exported)
 
 __all__ = [
     "EXIT_USAGE",
@@ -39,45 +43,11 @@ __all__ = [
     "atomic_write_bytes",
 ]
 
-#: Exit status for bad input (argparse's convention).
-EXIT_USAGE = 2
-
 PathLike = Union[str, "os.PathLike[str]"]
 
 
 class UsageError(Exception):
     """Bad input found after argument parsing; reported as one line, exit status 2."""
-
-
-def _one_line(message: str) -> str:
-    return " ".join(str(message).split())
-
-
-def fail(prog: str, message: str) -> NoReturn:
-    """Print ``<prog>: error: <message>`` as one line on stderr and exit with status 2."""
-    sys.stderr.write(f"{prog}: error: {_one_line(message)}\n")
-    sys.stderr.flush()
-    raise SystemExit(EXIT_USAGE)
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """``argparse.ArgumentParser`` whose ``error`` prints one line (no usage block), exit 2."""
-
-    def error(self, message: str) -> NoReturn:  # noqa: D102 - argparse API
-        fail(self.prog, message)
-
-
-def int_arg(text: str) -> int:
-    """Parse an integer written in decimal (``"12"``, ``"-3"``); reject ``"1.5"``, ``"1e3"``, ``""``.
-
-    Raises:
-        argparse.ArgumentTypeError: the text is not an integer.
-    """
-    s = text.strip()
-    body = s[1:] if s[:1] in "+-" else s
-    if not body.isdigit() or not body.isascii():
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}")
-    return int(s)
 
 
 def positive_int(text: str) -> int:

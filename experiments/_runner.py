@@ -565,7 +565,8 @@ def run_study(study: Study, argv: Optional[Sequence[str]] = None) -> int:
                         fname = plan.checkpoint_name(by_name[e["name"]], e["seed"])
                         model = GPT(plan.configs[e["name"]], seed=e["seed"])
                         model.load_state_dict(e["_state"])
-                        save_checkpoint(model, group.stage(out / fname))
+                        save_checkpoint(model, group.stage(out / fname),
+                                        tokenizer=plan.tokenizer)
                         e["checkpoint"] = fname
             if not args.no_plots:
                 plot_note = _plots.write_figures(report, group, out)

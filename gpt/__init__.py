@@ -9,4 +9,4 @@ from .model import GPT
 # Data, training loop and checkpoints.
 from .data import CharTokenizer, get_batch, load_corpus, train_val_split
 from .train import TrainingDiverged, estimate_loss, evaluate  # (gpt.train stays the module)
-from .checkpoint import load_checkpoint, save_checkpoint
+from .checkpoint import load_checkpoint, load_tokenizer, save_checkpoint

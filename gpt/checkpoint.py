@@ -7,8 +7,12 @@ Layout of the archive (``numpy.savez``, uncompressed):
   ``model.state_dict()``), in the model's dtype and PyTorch's layout, so the file maps onto the
   PyTorch reference model without renaming;
 - ``__minigrad_gpt__``: a 0-d unicode array holding a JSON object
-  ``{"format": "minigrad-gpt-checkpoint", "version": 1, "config": GPTConfig.to_dict()}``.
-  Parameter names never start with ``__``, so the key cannot collide.
+  ``{"format": "minigrad-gpt-checkpoint", "version": 1, "config": GPTConfig.to_dict(),
+  "vocab": ["\n", " ", "!", ...]}``. Parameter names never start with ``__``, so the key
+  cannot collide. ``vocab`` is the character vocabulary in id order (``CharTokenizer.chars``,
+  id i is ``vocab[i]``); it is optional: checkpoints written before it existed, or without a
+  tokenizer, lack it, still load with ``load_checkpoint``, and ``load_tokenizer`` says what is
+  missing.
 
 Everything loads with ``np.load(path, allow_pickle=False)``. Writes are atomic (a temporary file
 in the same directory, then ``os.replace``).
@@ -26,7 +30,7 @@ import numpy as np
 from .atomic import atomic_writer
 
 __all__ = ["META_KEY", "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION", "save_checkpoint",
-           "load_checkpoint"]
+           "load_checkpoint", "load_tokenizer"]
 
 META_KEY = "__minigrad_gpt__"
 CHECKPOINT_FORMAT = "minigrad-gpt-checkpoint"
@@ -35,31 +39,76 @@ CHECKPOINT_VERSION = 1
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-def save_checkpoint(model, path: PathLike) -> Path:
+def save_checkpoint(model, path: PathLike, tokenizer=None) -> Path:
     """Write ``model``'s parameters and config to ``path`` (an ``.npz`` archive), atomically.
 
     Args:
         model: a ``gpt.GPT`` (``state_dict()`` name -> ndarray, ``config.to_dict()``).
         path: destination file; written as given (no ``.npz`` is appended).
+        tokenizer: the ``gpt.data.CharTokenizer`` the model was trained with; its characters
+            are stored (``vocab``) so that ``gpt.generate`` can turn text into ids and back.
+            None stores no vocabulary.
 
     Returns:
         ``Path`` of the written file.
 
     Raises:
-        ValueError: a parameter name collides with the reserved metadata key.
+        ValueError: a parameter name collides with the reserved metadata key, or the
+            tokenizer's vocab_size differs from the model's.
+        TypeError: ``tokenizer`` is not a CharTokenizer.
         OSError: the directory does not exist or is not writable.
     """
+    from .data import CharTokenizer
+
     dest = Path(path)
     state = model.state_dict()
     if META_KEY in state:
         raise ValueError(f"parameter name {META_KEY!r} is reserved for checkpoint metadata")
     meta = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION,
             "config": model.config.to_dict()}
+    if tokenizer is not None:
+        if not isinstance(tokenizer, CharTokenizer):
+            raise TypeError(f"tokenizer must be a gpt.data.CharTokenizer, got "
+                            f"{type(tokenizer).__name__}")
+        if tokenizer.vocab_size != model.config.vocab_size:
+            raise ValueError(f"the tokenizer has {tokenizer.vocab_size} characters but the model's "
+                             f"vocab_size is {model.config.vocab_size}")
+        meta["vocab"] = list(tokenizer.chars)
     arrays = {name: np.asarray(a) for name, a in state.items()}
     arrays[META_KEY] = np.array(json.dumps(meta, sort_keys=True))  # 0-d '<U..' array, no pickle
     with atomic_writer(dest, "wb") as f:
         np.savez(f, **arrays)
     return dest
+
+
+def load_tokenizer(path: PathLike):
+    """The ``gpt.data.CharTokenizer`` stored in a checkpoint (its ``vocab``).
+
+    Returns:
+        A ``CharTokenizer`` whose ids are the model's token ids.
+
+    Raises:
+        FileNotFoundError / IsADirectoryError / ValueError: as ``load_checkpoint``.
+        ValueError: the checkpoint carries no vocabulary (written before checkpoints stored
+            one, or without a tokenizer), or a malformed one.
+    """
+    from .data import CharTokenizer
+
+    meta, _ = _read(Path(path))
+    vocab = meta.get("vocab")
+    if vocab is None:
+        raise ValueError(
+            f"checkpoint {path} carries no character vocabulary (it was saved without one, e.g. "
+            f"before checkpoints stored it), so its token ids cannot be mapped to text; save it "
+            f"again with save_checkpoint(model, path, tokenizer=CharTokenizer(training_text))")
+    config = meta.get("config")
+    V = config.get("vocab_size") if isinstance(config, dict) else None
+    ok = (isinstance(vocab, list) and all(isinstance(c, str) and len(c) == 1 for c in vocab)
+          and vocab == sorted(set(vocab)) and len(vocab) == V)
+    if not ok:
+        raise ValueError(f"checkpoint {path} has a malformed vocabulary (expected {V} distinct "
+                         f"single characters in sorted order)")
+    return CharTokenizer("".join(vocab))
 
 
 def load_checkpoint(path: PathLike):
@@ -78,6 +127,26 @@ def load_checkpoint(path: PathLike):
     from . import GPT, GPTConfig  # local import: gpt/__init__ imports this module
 
     p = Path(path)
+    meta, arrays = _read(p)
+    config = GPTConfig.from_dict(meta.get("config", {}))
+    model = GPT(config)
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(arrays))
+    unexpected = sorted(set(arrays) - set(expected))
+    if missing or unexpected:
+        raise ValueError(f"checkpoint {p} does not match its config: missing {missing}, "
+                         f"unexpected {unexpected}")
+    for name, ref in expected.items():
+        if arrays[name].shape != ref.shape:
+            raise ValueError(f"checkpoint {p}: {name} has shape {arrays[name].shape}, "
+                             f"the config needs {ref.shape}")
+        arrays[name] = arrays[name].astype(ref.dtype, copy=False)
+    model.load_state_dict(arrays)
+    return model
+
+
+def _read(p: Path):
+    """(metadata dict, name -> array) of a checkpoint file, every format check done."""
     if p.is_dir():
         raise IsADirectoryError(f"checkpoint path is a directory, not a file: {p}")
     if not p.is_file():
@@ -108,18 +177,4 @@ def load_checkpoint(path: PathLike):
     if meta.get("version") != CHECKPOINT_VERSION:
         raise ValueError(f"checkpoint {p} has version {meta.get('version')!r}, "
                          f"this code reads version {CHECKPOINT_VERSION}")
-    config = GPTConfig.from_dict(meta.get("config", {}))
-    model = GPT(config)
-    expected = model.state_dict()
-    missing = sorted(set(expected) - set(arrays))
-    unexpected = sorted(set(arrays) - set(expected))
-    if missing or unexpected:
-        raise ValueError(f"checkpoint {p} does not match its config: missing {missing}, "
-                         f"unexpected {unexpected}")
-    for name, ref in expected.items():
-        if arrays[name].shape != ref.shape:
-            raise ValueError(f"checkpoint {p}: {name} has shape {arrays[name].shape}, "
-                             f"the config needs {ref.shape}")
-        arrays[name] = arrays[name].astype(ref.dtype, copy=False)
-    model.load_state_dict(arrays)
-    return model
+    return meta, arrays

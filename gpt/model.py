@@ -56,6 +56,12 @@ class Block(Module):
 
     Parameters: ``ln1.*``, ``attn.c_attn.*``, ``attn.c_proj.*``, ``ln2.*``, ``mlp.*``.
     Shapes: x (B, T, C) -> (B, T, C).
+
+    Attributes:
+        capture: None, or a callable ``capture(site, x)`` that receives a copy (``np.ndarray``
+            (B, T, C), no graph node) of the residual stream entering the attention
+            (``site="pre_attn"``, the input of ln1) and the MLP (``"pre_mlp"``, the input of
+            ln2). Used by ``gpt.capture.capture_residual_stream``; the output is unchanged.
     """
 
     def __init__(self, config: GPTConfig, rng: np.random.Generator, layer: int = 0) -> None:
@@ -70,9 +76,14 @@ class Block(Module):
             self.mlp = SwiGLU(config.d_model, rng=rng, dtype=dt)
         else:
             self.mlp = MLP(config.d_model, activation=config.mlp, rng=rng, dtype=dt)
+        object.__setattr__(self, "capture", None)   # not a parameter or submodule
 
     def forward(self, x: Tensor) -> Tensor:
+        if self.capture is not None:
+            self.capture("pre_attn", np.array(x.data, copy=True))   # (B, T, C), a copy
         x = x + self.attn(self.ln1(x))   # (B, T, C)
+        if self.capture is not None:
+            self.capture("pre_mlp", np.array(x.data, copy=True))
         x = x + self.mlp(self.ln2(x))    # (B, T, C)
         return x
 

@@ -351,7 +351,7 @@ def test_a_failed_write_leaves_no_file_and_one_line(tmp_path, capsys, monkeypatc
     """The outputs are one atomic step: a failure while writing the third file leaves none."""
     calls = []
 
-    def failing_save(model, path):
+    def failing_save(model, path, tokenizer=None):
         calls.append(path)
         if len(calls) == 3:
             raise OSError(28, "No space left on device")

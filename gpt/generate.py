@@ -1,0 +1,114 @@
+"""Generate text from a checkpoint: ``python -m gpt.generate --checkpoint PATH --prompt TEXT``.
+
+Loads a ``gpt.save_checkpoint`` file (parameters, config and character vocabulary), encodes the
+prompt with the stored vocabulary, extends it with ``gpt.sample.generate`` (nanoGPT's sampling:
+context cropped to block_size, temperature, top-k; temperature 0 is greedy) and prints the
+prompt followed by the new characters on stdout.
+
+Usage::
+
+    python -m experiments.four_variants --tiny --save-checkpoints
+    python -m gpt.generate --checkpoint outputs/four_variants/rms_swiglu.npz \\
+        --prompt "It is a truth" --max-new-tokens 200 --temperature 0.8 --top-k 10 --seed 1
+
+Exit status: 0 text printed; 2 bad input (a missing or invalid checkpoint, one without a
+vocabulary, a prompt character outside the vocabulary, a bad option): one line on stderr, no
+traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from typing import NoReturn, Optional, Sequence
+
+import numpy as np
+
+from .checkpoint import load_checkpoint, load_tokenizer
+from .cli import ArgumentParser, fail, int_arg
+from .sample import generate
+
+PROG = "python -m gpt.generate"
+
+
+def _fail(message: str) -> NoReturn:
+    fail(PROG, message)
+
+
+def _int_at_least(lo: int):
+    def parse(text: str) -> int:
+        v = int_arg(text)
+        if v < lo:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {lo}, got {text!r}")
+        return v
+    return parse
+
+
+def _temperature(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
+    return v
+
+
+def build_parser() -> ArgumentParser:
+    """The command's argument parser (one-line errors, exit status 2)."""
+    p = ArgumentParser(prog=PROG, description="Generate text from a minigrad-gpt checkpoint.",
+                       epilog="Exit status: 0 done; 2 bad input (one line on stderr).")
+    p.add_argument("--checkpoint", required=True, metavar="PATH",
+                   help="a .npz written by gpt.save_checkpoint (e.g. four_variants "
+                        "--save-checkpoints)")
+    p.add_argument("--prompt", required=True, metavar="TEXT",
+                   help="the text to continue (every character must be in the vocabulary)")
+    p.add_argument("--max-new-tokens", type=_int_at_least(0), default=200, metavar="N",
+                   help="characters to generate (default 200)")
+    p.add_argument("--temperature", type=_temperature, default=1.0, metavar="T",
+                   help="softmax temperature, >= 0; 0 is greedy (default 1.0)")
+    p.add_argument("--top-k", type=_int_at_least(1), default=None, metavar="K",
+                   help="sample only among the K most likely characters (default: all)")
+    p.add_argument("--seed", type=_int_at_least(0), default=0, metavar="S",
+                   help="seed of the sampling generator (default 0)")
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the command; returns the exit status (see the module docstring)."""
+    args = build_parser().parse_args(argv)
+    if args.checkpoint == "":
+        _fail("--checkpoint: empty path")
+    if args.prompt == "":
+        _fail("--prompt is empty: give at least one character to continue")
+    try:
+        model = load_checkpoint(args.checkpoint)
+        tokenizer = load_tokenizer(args.checkpoint)
+    except (OSError, ValueError, TypeError) as e:
+        _fail(str(e))
+    unknown = [(i, c) for i, c in enumerate(args.prompt) if c not in tokenizer.stoi]
+    if unknown:
+        i, c = unknown[0]
+        _fail(f"prompt character {c!r} (U+{ord(c):04X}) at position {i} is not in the "
+              f"checkpoint's vocabulary of {tokenizer.vocab_size} characters "
+              f"({len(unknown)} unknown in total)")
+    idx = tokenizer.encode(args.prompt)[None, :]                          # (1, T)
+    try:
+        out = generate(model, idx, args.max_new_tokens, temperature=args.temperature,
+                       top_k=args.top_k, rng=np.random.default_rng(args.seed))
+    except ValueError as e:
+        _fail(str(e))
+    except KeyboardInterrupt:
+        sys.stderr.write(f"\n{PROG}: interrupted\n")
+        return 130
+    text = tokenizer.decode(out[0])
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:  # | head: stop quietly
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,191 @@
+"""Tests of gpt.sample.generate, checkpoints carrying the vocabulary, and `python -m gpt.generate`."""
+import numpy as np
+import pytest
+
+from gpt import GPT, GPTConfig, load_checkpoint, save_checkpoint
+from gpt.checkpoint import load_tokenizer
+from gpt.data import CharTokenizer
+from gpt import generate as generate_cli
+from gpt.sample import generate
+
+TEXT = "abcdefghijk"          # 11 characters, ids 0..10
+BLOCK = 8
+
+
+def _model(seed=3, scale=0.3):
+    """A small model with perturbed weights (so its distribution is neither flat nor one-hot)."""
+    cfg = GPTConfig(vocab_size=11, block_size=BLOCK, n_layers=1, n_heads=2, d_model=16,
+                    dtype="float64")
+    model = GPT(cfg, seed=seed)
+    rng = np.random.default_rng(seed + 1)
+    model.load_state_dict({k: v * scale + rng.normal(0, 0.3, v.shape)
+                           for k, v in model.state_dict().items()})
+    return model
+
+
+def _softmax(z):
+    e = np.exp(z - z.max())
+    return e / e.sum()
+
+
+def test_checkpoint_carries_the_vocabulary(tmp_path):
+    model = _model()
+    tok = CharTokenizer("kjihgfedcba" + "a")
+    save_checkpoint(model, tmp_path / "m.npz", tokenizer=tok)
+    back = load_tokenizer(tmp_path / "m.npz")
+    assert back.chars == list(TEXT)
+    assert back.decode(back.encode("hij")) == "hij"
+    with pytest.raises(ValueError, match="vocab_size is 11"):
+        save_checkpoint(model, tmp_path / "bad.npz", tokenizer=CharTokenizer("abc"))
+    assert not (tmp_path / "bad.npz").exists()
+
+
+def test_a_checkpoint_without_vocabulary_loads_and_generation_says_why_not(tmp_path, capsys):
+    model = _model()
+    path = tmp_path / "old.npz"
+    save_checkpoint(model, path)          # the format before checkpoints carried a vocabulary
+    loaded = load_checkpoint(path)
+    idx = np.array([[1, 2, 3]])
+    assert np.array_equal(loaded(idx)[0].numpy(), model(idx)[0].numpy())
+    with pytest.raises(ValueError, match="carries no character vocabulary"):
+        load_tokenizer(path)
+    with pytest.raises(SystemExit) as e:
+        generate_cli.main(["--checkpoint", str(path), "--prompt", "abc"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "carries no character vocabulary" in err[0]
+
+
+def test_greedy_crops_the_context_to_block_size():
+    model = _model()
+    long = np.random.default_rng(0).integers(0, 11, (2, 13))          # T = 13 > block_size
+    out = generate(model, long, 6, temperature=0)
+    assert out.shape == (2, 19) and np.array_equal(out[:, :13], long)
+    # only the last block_size tokens matter: the same continuation from the cropped prompt
+    cropped = generate(model, long[:, -BLOCK:], 6, temperature=0)
+    assert np.array_equal(out[:, 13:], cropped[:, BLOCK:])
+    # each greedy token is the argmax of the model's last logits on the cropped context
+    for t in range(13, 19):
+        logits = model(out[:, t - BLOCK:t])[0].numpy()[:, -1, :]
+        assert np.array_equal(out[:, t], logits.argmax(-1))
+
+
+def test_top_k_1_is_greedy_and_same_seed_same_tokens():
+    model = _model()
+    idx = np.array([[0, 5, 2]])
+    greedy = generate(model, idx, 10, temperature=0)
+    assert np.array_equal(generate(model, idx, 10, temperature=1.3, top_k=1,
+                                   rng=np.random.default_rng(5)), greedy)
+    a = generate(model, idx, 10, temperature=1.0, rng=np.random.default_rng(1))
+    b = generate(model, idx, 10, temperature=1.0, rng=np.random.default_rng(1))
+    assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("temperature, top_k", [(0.7, None), (1.5, 3)])
+def test_sampling_follows_softmax_of_logits_over_temperature(temperature, top_k):
+    model = _model()
+    prompt = np.array([3, 1, 4])
+    z = model(prompt[None])[0].numpy()[0, -1]                  # (V,) logits of the next token
+    p = _softmax(z / temperature)
+    if top_k is not None:                                      # keep the top_k, renormalise
+        keep = np.argsort(z)[-top_k:]
+        p = np.zeros_like(p)
+        p[keep] = _softmax(z[keep] / temperature)
+    n = 4000
+    out = generate(model, np.tile(prompt, (n, 1)), 1, temperature=temperature, top_k=top_k,
+                   rng=np.random.default_rng(0))
+    freq = np.bincount(out[:, -1], minlength=11) / n
+    assert np.all(freq[p == 0] == 0)
+    # binomial standard error <= sqrt(0.25 / 4000) = 0.0079; allow 4 of them
+    np.testing.assert_allclose(freq, p, atol=0.032)
+    assert p.max() < 0.9 and (p > 0.02).sum() >= 3          # a distribution worth testing
+
+
+@pytest.mark.parametrize("kw, needle", [
+    (dict(temperature=-1.0), "temperature"), (dict(temperature=float("nan")), "temperature"),
+    (dict(top_k=0), "top_k"), (dict(max_new_tokens=-1), "max_new_tokens"),
+])
+def test_generate_rejects_bad_arguments(kw, needle):
+    args = dict(max_new_tokens=2, temperature=1.0, top_k=None) | kw
+    with pytest.raises(ValueError, match=needle):
+        generate(_model(), np.array([[1]]), **args)
+    with pytest.raises(ValueError, match="outside"):
+        generate(_model(), np.array([[11]]), 1)
+
+
+@pytest.fixture()
+def ckpt(tmp_path):
+    path = tmp_path / "m.npz"
+    save_checkpoint(_model(), path, tokenizer=CharTokenizer(TEXT))
+    return path
+
+
+def test_cli_prints_prompt_and_new_text(ckpt, capsys):
+    assert generate_cli.main(["--checkpoint", str(ckpt), "--prompt", "hbc",
+                              "--max-new-tokens", "7", "--temperature", "0"]) == 0
+    text = capsys.readouterr().out
+    assert text.endswith("\n") and len(text) == 3 + 7 + 1 and text.startswith("hbc")
+    tok = CharTokenizer(TEXT)
+    greedy = generate(load_checkpoint(ckpt), tok.encode("hbc")[None], 7, temperature=0)
+    assert text[:-1] == tok.decode(greedy[0])
+    for _ in range(2):
+        generate_cli.main(["--checkpoint", str(ckpt), "--prompt", "abc", "--seed", "4",
+                           "--top-k", "5", "--temperature", "0.9", "--max-new-tokens", "9"])
+    a, b = capsys.readouterr().out.splitlines()
+    assert a == b and len(a) == 12
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--prompt", "abz"], "'z' (U+007A) at position 2 is not in the checkpoint's vocabulary"),
+    (["--prompt", ""], "--prompt is empty"),
+    (["--prompt", "a", "--temperature", "-1"], "--temperature"),
+    (["--prompt", "a", "--temperature", "inf"], "--temperature"),
+    (["--prompt", "a", "--top-k", "0"], "--top-k"),
+    (["--prompt", "a", "--max-new-tokens", "1.5"], "--max-new-tokens"),
+    (["--prompt", "a", "--seed", "-2"], "--seed"),
+])
+def test_cli_bad_input_is_one_line_exit_2(ckpt, args, needle, capsys):
+    with pytest.raises(SystemExit) as e:
+        generate_cli.main(["--checkpoint", str(ckpt), *args])
+    assert e.value.code == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0] and captured.out == ""
+
+
+def test_cli_bad_checkpoint_is_one_line_exit_2(tmp_path, capsys):
+    junk = tmp_path / "junk.npz"
+    junk.write_bytes(b"not a zip")
+    for path, needle in ((tmp_path / "missing.npz", "not found"), (junk, "cannot read"),
+                         (tmp_path, "directory")):
+        with pytest.raises(SystemExit) as e:
+            generate_cli.main(["--checkpoint", str(path), "--prompt", "a"])
+        assert e.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and needle in err[0]
+
+
+def test_four_variants_checkpoints_generate_text(tmp_path, capsys):
+    from experiments import four_variants
+    out = tmp_path / "fv"
+    assert four_variants.main(["--steps", "1", "--save-checkpoints", "--n-layers", "1",
+                               "--output-dir", str(out)]) == 0
+    capsys.readouterr()
+    assert generate_cli.main(["--checkpoint", str(out / "rms_swiglu.npz"), "--prompt",
+                              "It is a truth", "--max-new-tokens", "20"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("It is a truth") and len(text) == 13 + 20 + 1
+
+
+def test_module_entry_point_one_line_no_traceback(ckpt):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    proc = subprocess.run([sys.executable, "-m", "gpt.generate", "--checkpoint", str(ckpt),
+                           "--prompt", "aé"], env=env, capture_output=True, text=True,
+                          encoding="utf-8", timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert "'é' (U+00E9) at position 1" in proc.stderr
