@@ -34,11 +34,13 @@ on stderr naming the problem, nothing written); 130 when interrupted (nothing wr
 """
 from __future__ import annotations
 
+import argparse
 from typing import List, Optional, Sequence
 
 from gpt import GPTConfig  # noqa: F401 (re-exported for the tests and callers)
 
-from experiments import _report
+from experiments import _report, norm_cost
+from experiments._cli import path_arg
 from experiments._runner import (EXIT_DIVERGED, EXIT_INTERRUPTED, EXIT_OK, Study, Variant,
                                  memory_lower_bound as _memory_lower_bound, run_study)
 
@@ -89,8 +91,7 @@ def closing(report) -> List[str]:
     for mlp in ("gelu", "swiglu"):
         lines.append(_compare(report, f"rms+{mlp}", f"ln+{mlp}", f"with {MLP_NAME[mlp]}",
                               "RMSNorm"))
-    lines.append("  Measured, cost (FLOPs, time): not measured in this run "
-                 "(python -m experiments.norm_cost measures it).")
+    lines += norm_cost_lines(report)
     p = {name: report.summaries[name]["params"] for name in report.summaries}
     lines += [f'- The chapter: "{LESSON_SWIGLU}"']
     for norm in ("ln", "rms"):
@@ -111,6 +112,61 @@ def closing(report) -> List[str]:
     return lines
 
 
+def norm_cost_lines(report) -> List[str]:
+    """The measured cost of RMSNorm against LayerNorm, for the first lesson.
+
+    FLOPs are counted in this run, by tracing our own ``layernorm_forward/backward`` and
+    ``rmsnorm_forward/backward`` on the run's activation shape (B, T, d_model) (milliseconds;
+    ``experiments.norm_cost.count``). Time is cited from a ``norm_cost`` results.json given with
+    ``--norm-cost PATH``; without it, "not measured in this run".
+    """
+    args = report.plan.args
+    shape = (args.batch_size, args.block_size, args.d_model)
+    inputs = norm_cost.make_inputs(shape, "float64", 0)
+    ratio = {p: norm_cost.count("rms", p, inputs)["flops"] / norm_cost.count("ln", p, inputs)["flops"]
+             for p in norm_cost.PASSES}
+    words = {p: "about half" if abs(r - 0.5) <= 0.1 else
+             f"{'more' if r > 0.5 else 'less'} than half: a {100 * (1 - r):.0f}% saving"
+             for p, r in ratio.items()}
+    lines = [f"  Measured, FLOPs RMSNorm/LayerNorm counted from our code at {shape[0]}x{shape[1]}x"
+             f"{shape[2]}: forward {ratio['forward']:.2f} ({words['forward']}), forward+backward "
+             f"{ratio['forward_backward']:.2f} ({words['forward_backward']})."]
+    claim = getattr(args, "norm_cost", None)
+    if claim is None:
+        lines.append("  Measured, time: not measured in this run (python -m experiments.norm_cost "
+                     "measures it; --norm-cost PATH cites its results.json here).")
+    else:
+        t = claim["time_ratio"]
+        lines.append(f"  Measured by norm_cost ({claim['_path']}), time RMSNorm/LayerNorm at "
+                     f"{t['shape']}: forward {t['forward']:.2f}, forward+backward "
+                     f"{t['forward_backward']:.2f}.")
+    return lines
+
+
+def _norm_cost_arg(text: str):
+    """``--norm-cost PATH``: the ``claim`` block of a norm_cost results.json, checked now."""
+    path = path_arg(text)
+    try:
+        claim = norm_cost.load_claim(path)
+    except OSError as e:
+        raise argparse.ArgumentTypeError(f"cannot read {path}: {e.strerror or e}") from None
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    try:
+        t = claim["time_ratio"]
+        claim = dict(claim, _path=str(path))
+        float(t["forward"]), float(t["forward_backward"]), str(t["shape"])
+    except (KeyError, TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"{path} has no time_ratio block") from None
+    return claim
+
+
+def _add_arguments(p) -> None:
+    p.add_argument("--norm-cost", type=_norm_cost_arg, default=None, metavar="PATH",
+                   help="a results.json of python -m experiments.norm_cost, cited in the closing "
+                        "block (default: FLOPs counted in this run, time not measured)")
+
+
 STUDY = Study(
     name="four_variants",
     prog=PROG,
@@ -122,6 +178,7 @@ STUDY = Study(
     columns=(("norm", 6), ("mlp", 10)),
     run_label=lambda v: f"{v.labels['norm']:5s} + {v.labels['mlp']:8s}",
     closing=closing,
+    add_arguments=_add_arguments,
     closing_on_stdout_with_one_seed=False,
 )
 

@@ -115,7 +115,18 @@ def test_closing_block_agrees_with_the_table(two_seeds):
     lines = _lesson_lines(log)
     assert any('"RMSNorm: same regularization effect as LayerNorm, ~half the FLOPs."' in ln
                for ln in lines)
-    assert any("not measured in this run" in ln and "FLOPs" in ln for ln in lines)
+    assert any("time: not measured in this run" in ln for ln in lines)
+    # FLOPs counted at the run's shape (B 32, T 8, C 16), against the hand count of
+    # docs/derivations.md's LayerNorm and RMSNorm passes: forward 7E + 3N against 4E + 3N,
+    # backward 11E - 2C against 8E - C (E = B*T*C elements, N = B*T rows).
+    C = 16
+    N = 32 * 8
+    E = N * C
+    fwd = (4 * E + 3 * N) / (7 * E + 3 * N)
+    fb = (4 * E + 3 * N + 8 * E - C) / (7 * E + 3 * N + 11 * E - 2 * C)
+    flops = next(ln for ln in lines if "FLOPs RMSNorm/LayerNorm counted" in ln)
+    assert f"at 32x8x16: forward {fwd:.2f}" in flops
+    assert f"forward+backward {fb:.2f}" in flops
     for norm in ("ln", "rms"):
         delta = summ[f"{norm}+swiglu"]["params"] - summ[f"{norm}+gelu"]["params"]
         ln = next(x for x in lines if f"{norm}+swiglu - {norm}+gelu = {delta:+d}" in x)
@@ -201,6 +212,34 @@ def test_bad_runner_options(args, needle, tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+def test_norm_cost_results_are_cited(tmp_path, capsys):
+    claim = {"quote": "q", "flops_ratio": {"forward": 0.5, "forward_backward": 0.6},
+             "time_ratio": {"shape": "32x32x64", "forward": 0.4321, "forward_backward": 0.8765},
+             "verdict": []}
+    nc = tmp_path / "nc.json"
+    nc.write_text(json.dumps({"experiment": "norm_cost", "schema_version": 1, "claim": claim}))
+    out = tmp_path / "out"
+    assert four_variants.main(TINY + ["--no-plots", "--norm-cost", str(nc),
+                                      "--output-dir", str(out)]) == 0
+    log = (out / "run_log.txt").read_text()
+    assert "time RMSNorm/LayerNorm at 32x32x64: forward 0.43, forward+backward 0.88" in log
+    assert "not measured in this run" not in log
+    capsys.readouterr()
+    for bad, needle in (({"experiment": "four_variants"}, "not a norm_cost results.json"),
+                        (None, "cannot read")):
+        path = tmp_path / "bad.json"
+        if bad is not None:
+            path.write_text(json.dumps(bad))
+        else:
+            path = tmp_path / "missing.json"
+        with pytest.raises(SystemExit) as ei:
+            four_variants.main(TINY + ["--norm-cost", str(path),
+                                       "--output-dir", str(tmp_path / "o2")])
+        err = capsys.readouterr().err
+        assert ei.value.code == 2 and len(err.strip().splitlines()) == 1 and needle in err
+        assert not (tmp_path / "o2").exists()
+
+
 def test_help_shows_the_defaults(capsys):
     with pytest.raises(SystemExit) as ei:
         four_variants.main(["--help"])
@@ -208,7 +247,8 @@ def test_help_shows_the_defaults(capsys):
     assert ei.value.code == 0
     for word in ("--seeds", "--jobs", "--eval-every", "(default 64)", "(default 3e-3"):
         assert word in text
-    assert "--norm" not in text and "--mlp" not in text  # the variants set them
+    # the variants set --norm and --mlp (--norm-cost is another option)
+    assert not re.search(r"--norm(?!-cost)", text) and "--mlp" not in text
     assert _runner.TINY_STEPS == 200
 
 
