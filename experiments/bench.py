@@ -110,9 +110,10 @@ def build_parser() -> ArgumentParser:
                    help="steps per repeat (default 10)")
     p.add_argument("--warmup", type=positive_int, default=3, metavar="N",
                    help="untimed steps before the first repeat (default 3)")
-    p.add_argument("--data", choices=("corpus", "random"), default="corpus",
-                   help="batches: windows of the built-in corpus, or uniformly random token ids "
-                        "as inputs and targets (default corpus)")
+    p.add_argument("--data", type=_choices(["corpus", "random"], "data"), default=["corpus"],
+                   metavar="LIST", help="batches: corpus (windows of the built-in corpus), random "
+                   "(uniformly random token ids as inputs and targets), or corpus,random for both "
+                   "(default corpus)")
     ref = p.add_mutually_exclusive_group()
     ref.add_argument("--reference", type=path_arg, default=None, metavar="DIR",
                      help="folder of the chapter's PyTorch build.py (default: "
@@ -290,8 +291,10 @@ def _summary(values: Sequence[float]) -> Dict[str, float]:
             "max": float(np.max(values))}
 
 
-def measure(size_name: str, variant: str, args, data, vocab_size, ref, ref_folder) -> dict:
-    """Time ours, the reference and the floor on one size and variant; returns the JSON row."""
+def measure(size_name: str, variant: str, kind: str, args, data, vocab_size, ref,
+            ref_folder) -> dict:
+    """Time ours, the reference and the floor on one size, variant and kind of batches
+    (``corpus`` or ``random``); returns the JSON row."""
     size = SIZES[size_name]
     norm, mlp = variant.split("+")
     config = GPTConfig(vocab_size=vocab_size, block_size=size.block_size,
@@ -299,7 +302,7 @@ def measure(size_name: str, variant: str, args, data, vocab_size, ref, ref_folde
                        norm=norm, mlp=mlp)
     rng = np.random.default_rng(args.seed)
     n = args.warmup + args.repeats * args.steps
-    batches = make_batches(args.data, data, vocab_size, size, n, rng)
+    batches = make_batches(kind, data, vocab_size, size, n, rng)
     model = GPT(config, seed=args.seed)
     runners = {"ours": Ours(model), "floor": Floor(config, size.batch_size, rng)}
     if ref is not None:
@@ -317,7 +320,7 @@ def measure(size_name: str, variant: str, args, data, vocab_size, ref, ref_folde
         for name in (order if rep % 2 == 0 else order[::-1]):  # alternate who goes first
             per[name].append(run_repeat(runners[name], batches[lo:lo + args.steps]))
 
-    row = dict(size=size_name, variant=variant, config=config.to_dict(),
+    row = dict(size=size_name, variant=variant, data=kind, config=config.to_dict(),
                batch_size=size.batch_size, floor_gflop=runners["floor"].gflop)
     for name, reps in per.items():
         row[name] = {k: _summary([r[k] for r in reps]) for k in reps[0]}
@@ -357,18 +360,18 @@ def _ratio(s: Dict[str, float]) -> str:
 def render(row: dict) -> str:
     """Lines for one size and variant: ms per step by phase and the ratios."""
     o = row["ours"]
-    lines = [f"{row['size']:6s} {row['variant']:10s} ours  {_ms(o['step']):>7s} ms  (fwd "
+    lines = [f"{row['size']:6s} {row['variant']:10s} {row['data']:6s} ours  {_ms(o['step']):>7s} ms  (fwd "
              f"{_ms(o['forward'])}, bwd {_ms(o['backward'])}, clip {_ms(o['clip'])}, opt "
              f"{_ms(o['optimizer'])}){_peak(o)}"]
     if "reference" in row:
         r = row["reference"]
-        lines.append(f"{'':17s} torch {_ms(r['step']):>7s} ms  (fwd {_ms(r['forward'])}, bwd "
+        lines.append(f"{'':24s} torch {_ms(r['step']):>7s} ms  (fwd {_ms(r['forward'])}, bwd "
                      f"{_ms(r['backward'])}, clip {_ms(r['clip'])}, opt {_ms(r['optimizer'])})"
                      + _peak(r))
-    lines.append(f"{'':17s} floor {_ms(row['floor']['step']):>7s} ms  "
+    lines.append(f"{'':24s} floor {_ms(row['floor']['step']):>7s} ms  "
                  f"({row['floor_gflop']:.2f} GFLOP of matrix products)")
     ratios = row["ratios"]
-    text = f"{'':17s} ours/floor {_ratio(ratios['ours_over_floor'])}"
+    text = f"{'':24s} ours/floor {_ratio(ratios['ours_over_floor'])}"
     if "ours_over_reference" in ratios:
         text += f"   ours/torch {_ratio(ratios['ours_over_reference'])}"
     if "peak_rss_ours_over_reference" in ratios:
@@ -416,17 +419,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     tok = CharTokenizer(text)
     data = tok.encode(text)
     load = os.getloadavg()
-    say(f"bench: {args.repeats} repeats x {args.steps} steps, {args.data} batches, "
+    say(f"bench: {args.repeats} repeats x {args.steps} steps, {'+'.join(args.data)} batches, "
         f"threads {threads}, load {load[0]:.2f}")
     rows = []
     try:
         with np.errstate(all="ignore"):
             for size_name in args.sizes:
                 for variant in args.variants:
-                    row = measure(size_name, variant, args, data, tok.vocab_size, ref,
-                                  ref_folder)
-                    rows.append(row)
-                    say(render(row))
+                    for kind in args.data:
+                        row = measure(size_name, variant, kind, args, data, tok.vocab_size, ref,
+                                      ref_folder)
+                        rows.append(row)
+                        say(render(row))
     except KeyboardInterrupt:
         sys.stderr.write(f"\n{PROG}: interrupted; nothing written\n")
         return EXIT_INTERRUPTED

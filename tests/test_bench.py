@@ -35,7 +35,7 @@ def test_json_record_at_a_minimal_size(tmp_path):
     assert d["repeats"] == 2 and d["steps"] == 1 and d["reference"] is None
     assert d["threads"]["OPENBLAS_NUM_THREADS"] == "1"
     (row,) = d["results"]
-    assert (row["size"], row["variant"]) == ("tiny", "rms+swiglu")
+    assert (row["size"], row["variant"], row["data"]) == ("tiny", "rms+swiglu", "corpus")
     assert row["config"]["d_model"] == 64 and row["config"]["norm"] == "rms"
     for phase in ("forward", "backward", "clip", "optimizer", "step"):
         s = row["ours"][phase]
@@ -80,6 +80,7 @@ def test_reference_starts_from_the_same_weights(tmp_path):
 @pytest.mark.parametrize("args, words", [
     (["--sizes", "huge"], "unknown size huge"),
     (["--variants", "ln+relu"], "unknown variant"),
+    (["--data", "corpus,zeros"], "unknown data zeros"),
     (["--repeats", "0"], "positive integer"),
     (["--steps", "x"], "--steps"),
     (["--reference", "/nonexistent-folder"], "--reference"),
