@@ -291,57 +291,77 @@ def _summary(values: Sequence[float]) -> Dict[str, float]:
             "max": float(np.max(values))}
 
 
-def measure(size_name: str, variant: str, kind: str, args, data, vocab_size, ref,
-            ref_folder) -> dict:
-    """Time ours, the reference and the floor on one size, variant and kind of batches
-    (``corpus`` or ``random``); returns the JSON row."""
+def measure(size_name: str, variant: str, args, data, vocab_size, ref, ref_folder) -> list:
+    """Time ours, the reference and the floor on one size and variant, for each kind of batches
+    in ``args.data`` (``corpus``, ``random``), all interleaved in one loop; one JSON row a kind.
+
+    Each kind gets its own models (same initial weights) and batches; the floor is shared.
+    With both kinds, the random row also carries random/corpus step-time ratios per repeat.
+    """
     size = SIZES[size_name]
     norm, mlp = variant.split("+")
     config = GPTConfig(vocab_size=vocab_size, block_size=size.block_size,
                        n_layers=size.n_layers, n_heads=size.n_heads, d_model=size.d_model,
                        norm=norm, mlp=mlp)
-    rng = np.random.default_rng(args.seed)
     n = args.warmup + args.repeats * args.steps
-    batches = make_batches(kind, data, vocab_size, size, n, rng)
-    model = GPT(config, seed=args.seed)
-    runners = {"ours": Ours(model), "floor": Floor(config, size.batch_size, rng)}
-    if ref is not None:
-        runners["reference"] = Reference(reference.torch_model_like(ref, model))
-    first_loss = {}
-    for name, r in runners.items():  # warm-up, untimed
-        for b in batches[:args.warmup]:
+    batches, runners, first_loss = {}, {"floor": Floor(config, size.batch_size,
+                                                       np.random.default_rng(args.seed))}, {}
+    for kind in args.data:
+        batches[kind] = make_batches(kind, data, vocab_size, size, n,
+                                     np.random.default_rng(args.seed))
+        model = GPT(config, seed=args.seed)
+        runners[kind, "ours"] = Ours(model)
+        if ref is not None:
+            runners[kind, "reference"] = Reference(reference.torch_model_like(ref, model))
+    any_batches = batches[args.data[0]]
+    for key, r in runners.items():  # warm-up, untimed
+        own = batches[key[0]] if key != "floor" else any_batches
+        for i, b in enumerate(own[:args.warmup]):
             r.step(b)
-            if name != "floor" and name not in first_loss:
-                first_loss[name] = r.loss
-    per = {name: [] for name in runners}
+            if i == 0 and key != "floor":
+                first_loss[key] = r.loss
+    per = {key: [] for key in runners}
     order = list(runners)
     for rep in range(args.repeats):
         lo = args.warmup + rep * args.steps
-        for name in (order if rep % 2 == 0 else order[::-1]):  # alternate who goes first
-            per[name].append(run_repeat(runners[name], batches[lo:lo + args.steps]))
+        for key in (order if rep % 2 == 0 else order[::-1]):  # alternate who goes first
+            b = batches[key[0]] if key != "floor" else any_batches
+            per[key].append(run_repeat(runners[key], b[lo:lo + args.steps]))
 
-    row = dict(size=size_name, variant=variant, data=kind, config=config.to_dict(),
-               batch_size=size.batch_size, floor_gflop=runners["floor"].gflop)
-    for name, reps in per.items():
-        row[name] = {k: _summary([r[k] for r in reps]) for k in reps[0]}
-    ours = [r["step"] for r in per["ours"]]
-    row["ratios"] = {"ours_over_floor": _summary([o / f["step"] for o, f in
-                                                   zip(ours, per["floor"])])}
-    if ref is not None:
-        row["ratios"]["ours_over_reference"] = _summary(
-            [o / r["step"] for o, r in zip(ours, per["reference"])])
-        row["first_loss"] = first_loss
-    if not args.no_memory:
-        mem_batches = batches[:MEMORY_STEPS]
-        for name, folder in (("ours", None), ("reference", ref_folder)):
-            if name in row:
-                base, peak = peak_memory(name, config, mem_batches, folder)
-                row[name]["peak_rss_mib"], row[name]["after_imports_mib"] = \
-                    round(peak, 1), round(base, 1)
+    floor = {k: _summary([r[k] for r in per["floor"]]) for k in per["floor"][0]}
+    rows = []
+    for kind in args.data:
+        row = dict(size=size_name, variant=variant, data=kind, config=config.to_dict(),
+                   batch_size=size.batch_size, floor_gflop=runners["floor"].gflop, floor=floor)
+        steps = {}
+        for name in ("ours", "reference"):
+            if (kind, name) in per:
+                reps = per[kind, name]
+                row[name] = {k: _summary([r[k] for r in reps]) for k in reps[0]}
+                steps[name] = [r["step"] for r in reps]
+        row["ratios"] = {"ours_over_floor": _summary(
+            [o / f["step"] for o, f in zip(steps["ours"], per["floor"])])}
         if ref is not None:
-            row["ratios"]["peak_rss_ours_over_reference"] = \
-                row["ours"]["peak_rss_mib"] / row["reference"]["peak_rss_mib"]
-    return row
+            row["ratios"]["ours_over_reference"] = _summary(
+                [o / r for o, r in zip(steps["ours"], steps["reference"])])
+            row["first_loss"] = {"ours": first_loss[kind, "ours"],
+                                 "reference": first_loss[kind, "reference"]}
+        if kind == "random" and "corpus" in args.data:
+            for name in steps:
+                row["ratios"][f"{name}_random_over_corpus"] = _summary(
+                    [r["step"] / c["step"] for r, c in zip(per[kind, name], per["corpus", name])])
+        if not args.no_memory:
+            mem_batches = batches[kind][:MEMORY_STEPS]
+            for name, folder in (("ours", None), ("reference", ref_folder)):
+                if name in row:
+                    base, peak = peak_memory(name, config, mem_batches, folder)
+                    row[name]["peak_rss_mib"], row[name]["after_imports_mib"] = \
+                        round(peak, 1), round(base, 1)
+            if ref is not None:
+                row["ratios"]["peak_rss_ours_over_reference"] = \
+                    row["ours"]["peak_rss_mib"] / row["reference"]["peak_rss_mib"]
+        rows.append(row)
+    return rows
 
 
 # ----------------------------------------------------------------------------- report
@@ -377,6 +397,11 @@ def render(row: dict) -> str:
     if "peak_rss_ours_over_reference" in ratios:
         text += f"   memory ours/torch {ratios['peak_rss_ours_over_reference']:.2f}"
     lines.append(text)
+    if "ours_random_over_corpus" in ratios:
+        text = f"{'':24s} random/corpus: ours {_ratio(ratios['ours_random_over_corpus'])}"
+        if "reference_random_over_corpus" in ratios:
+            text += f"   torch {_ratio(ratios['reference_random_over_corpus'])}"
+        lines.append(text)
     return "\n".join(lines)
 
 
@@ -426,9 +451,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         with np.errstate(all="ignore"):
             for size_name in args.sizes:
                 for variant in args.variants:
-                    for kind in args.data:
-                        row = measure(size_name, variant, kind, args, data, tok.vocab_size, ref,
-                                      ref_folder)
+                    for row in measure(size_name, variant, args, data, tok.vocab_size, ref,
+                                       ref_folder):
                         rows.append(row)
                         say(render(row))
     except KeyboardInterrupt:
