@@ -21,12 +21,13 @@ Usage::
 
     python -m experiments.bench                          # three sizes, four variants
     python -m experiments.bench --sizes tiny --repeats 7 --steps 20 --json bench.json
-    OPENBLAS_NUM_THREADS=1 python -m experiments.bench   # BLAS and torch on one thread
+    python -m experiments.bench --threads 2              # BLAS and torch on two threads
 
 Sizes: tiny (d_model 64, 2 layers, T 32, B 32: the chapter's), small (128, 4, 64, 32),
 medium (256, 6, 128, 16); 4 heads, learned positions, float32, the built-in corpus. Threads:
 numpy's BLAS uses what ``OPENBLAS_NUM_THREADS`` says (all cores when unset); torch is set to the
-same number when that variable is set, and otherwise keeps its default.
+same number (the commands set one thread unless told otherwise: ``--threads N``, see
+``experiments._threads``).
 
 Exit status: 0 done; 2 bad input (one line on stderr, nothing written); 130 interrupted.
 """
@@ -50,6 +51,7 @@ from gpt.data import CharTokenizer, get_batch, load_corpus
 from minigrad.optim import AdamW, clip_grad_norm_
 
 from experiments import _torch_reference as reference
+from experiments._threads import add_threads_option
 from experiments._cli import ArgumentParser, Printer, UsageError, fail, path_arg, positive_int
 from experiments.four_variants import VARIANTS
 from experiments.gradcheck_report import check_json_path, write_json
@@ -124,6 +126,7 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the weights and batches (default 0)")
     p.add_argument("--json", metavar="PATH", default=None,
                    help="also write every figure as JSON to PATH (atomically)")
+    add_threads_option(p)
     return p
 
 

@@ -24,6 +24,10 @@ Writes to ``--output-dir`` (default ``./outputs/four_variants``), all files as o
 final losses, one-batch estimates, loss curve, seconds, status) and, with ``--save-checkpoints``,
 ``<norm>_<mlp>.npz`` (``gpt.load_checkpoint`` rebuilds the model).
 
+Threads: one BLAS thread unless ``--threads N`` or ``OPENBLAS_NUM_THREADS`` says otherwise (on a
+2-core machine shared with other processes the BLAS default of a thread per core was several
+times slower; docs/performance.md, "BLAS threads").
+
 Exit status: 0 when every variant trained; 1 when a variant's loss became NaN or infinite (that
 variant stops with a message naming the step, the others still run, and all outputs are
 written); 2 on bad input or when the outputs cannot be written or the model does not fit in
@@ -52,6 +56,7 @@ from gpt.checkpoint import save_checkpoint
 from gpt.data import CharTokenizer, check_split_length, eval_windows, load_corpus, train_val_split
 from gpt.train import TrainingDiverged, estimate_loss, evaluate
 
+from experiments._threads import add_threads_option
 from experiments._cli import (
     ArgumentParser,
     Printer,
@@ -110,6 +115,7 @@ def build_parser() -> ArgumentParser:
     g.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                    help="dtype of the weights and the computation (default float32)")
     g.add_argument("--lr", type=positive_float, default=3e-3, help="AdamW learning rate (default 3e-3, as the seed)")
+    add_threads_option(p)
     return p
 
 
