@@ -103,6 +103,7 @@ class Context:
     def _check_versions(self) -> None:
         for vc, version, i, label, shape in self._saved_versions:
             if vc.value != version:
+                label = "output" if label is None else f"input {label}"
                 raise RuntimeError(
                     f"one of the arrays needed for the gradient of {self.fn_cls.__name__} "
                     f"(saved array {i}, shape {shape}, from its {label}) was modified by an "
@@ -222,7 +223,8 @@ class Function:
             result._requires_grad = True
             result._ctx = ctx
             ctx.inputs = args
-            tracked = [(a, f"input {i}") for i, a in enumerate(args) if isinstance(a, Tensor)]
-            tracked.append((result, "output"))
+            # (tensor, input position or None for the output): the error message's words
+            tracked = [(a, i) for i, a in enumerate(args) if isinstance(a, Tensor)]
+            tracked.append((result, None))
             ctx._track_versions(tracked)
         return result
