@@ -33,7 +33,6 @@ Exit status: 0 done; 2 bad input (one line on stderr, nothing written); 130 inte
 """
 from __future__ import annotations
 
-import math
 import multiprocessing
 import os
 import platform
@@ -52,7 +51,8 @@ from minigrad.optim import AdamW, clip_grad_norm_
 
 from experiments import _torch_reference as reference
 from experiments._threads import add_threads_option
-from experiments._cli import ArgumentParser, Printer, UsageError, fail, path_arg, positive_int
+from experiments._cli import (ArgumentParser, Printer, UsageError, fail, nonnegative_int, path_arg,
+                              positive_int)
 from experiments.four_variants import VARIANTS
 from experiments.gradcheck_report import check_json_path, write_json
 
@@ -123,7 +123,8 @@ def build_parser() -> ArgumentParser:
     ref.add_argument("--no-reference", action="store_true", help="skip the PyTorch reference")
     p.add_argument("--no-memory", action="store_true",
                    help="skip the peak-memory measurement (two fresh processes per row)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the weights and batches (default 0)")
+    p.add_argument("--seed", type=nonnegative_int, default=0,
+                   help="seed of the weights and batches (default 0)")
     p.add_argument("--json", metavar="PATH", default=None,
                    help="also write every figure as JSON to PATH (atomically)")
     add_threads_option(p)

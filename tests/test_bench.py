@@ -83,6 +83,7 @@ def test_reference_starts_from_the_same_weights(tmp_path):
     (["--data", "corpus,zeros"], "unknown data zeros"),
     (["--repeats", "0"], "positive integer"),
     (["--steps", "x"], "--steps"),
+    (["--seed", "-1"], "--seed"),
     (["--reference", "/nonexistent-folder"], "--reference"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, words):
