@@ -93,6 +93,7 @@ from gpt.data import CharTokenizer, check_split_length, load_corpus, train_val_s
 from gpt.train import TrainingDiverged, estimate_loss, evaluate
 
 from experiments import _plots, _report
+from experiments._threads import add_threads_option
 from experiments._cli import (ArgumentParser, Printer, UsageError, check_output_dir, fail,
                               nonnegative_int, path_arg, positive_float, positive_int)
 
@@ -203,6 +204,7 @@ def build_parser(study: Study) -> ArgumentParser:
     p.add_argument("--eval-every", type=positive_int, default=EVAL_EVERY, metavar="K",
                    help=f"validation loss every K steps in curves.csv (default {EVAL_EVERY})")
     p.add_argument("--no-plots", action="store_true", help="do not write the PNG figures")
+    add_threads_option(p)
     p.add_argument("--save-checkpoints", action="store_true",
                    help="also write each trained model as <variant>.npz "
                         "(<variant>_seed<S>.npz with several seeds)")

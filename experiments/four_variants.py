@@ -27,6 +27,10 @@ Writes to ``--output-dir`` (default ``./outputs/four_variants``), all files as o
 ``curves.csv``, ``loss_curves.png`` and ``deltas.png`` (with matplotlib) and, with
 ``--save-checkpoints``, ``<norm>_<mlp>.npz``. The machinery is ``experiments._runner``.
 
+Threads: one BLAS thread unless ``--threads N`` or ``OPENBLAS_NUM_THREADS`` says otherwise (on a
+2-core machine shared with other processes the BLAS default of a thread per core was several
+times slower; docs/performance.md, "BLAS threads").
+
 Exit status: 0 when every run trained; 1 when a run's loss became NaN or infinite (that run
 stops with a message naming the step, the others still run, and all outputs are written); 2 on
 bad input or when the outputs cannot be written or the model does not fit in memory (one line

@@ -97,13 +97,13 @@ class Context:
             if a is None:
                 continue
             for t, label in tensors:
-                d = t.data
-                if a is d or (a.size and d.size and np.may_share_memory(a, d)):
+                if _shares_memory(a, t._data):
                     self._saved_versions.append((t._vc, t._vc.value, i, label, a.shape))
 
     def _check_versions(self) -> None:
         for vc, version, i, label, shape in self._saved_versions:
             if vc.value != version:
+                label = "output" if label is None else f"input {label}"
                 raise RuntimeError(
                     f"one of the arrays needed for the gradient of {self.fn_cls.__name__} "
                     f"(saved array {i}, shape {shape}, from its {label}) was modified by an "
@@ -122,12 +122,34 @@ class Context:
 _CTX_KEEP = {"fn_cls", "needs_input_grad", "inputs", "_saved", "_saved_versions", "_freed"}
 
 
+def _shares_memory(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two arrays may overlap in memory. Two distinct arrays that each own their buffer
+    (``base`` is None) never do, which spares ``np.may_share_memory`` for fresh outputs."""
+    if a is b:
+        return True
+    if a.base is None and b.base is None:
+        return False
+    return bool(a.size and b.size and np.may_share_memory(a, b))
+
+
 def _freed_message(name: str) -> str:
     return (
         f"Trying to backward through the graph a second time (node {name}): its saved arrays "
         "were freed by the first backward. Pass retain_graph=True to the first backward if you "
         "need to backward twice."
     )
+
+
+def _tensor_class():
+    """``minigrad.tensor.Tensor`` (imported late: tensor.py imports this module)."""
+    global _Tensor
+    if _Tensor is None:
+        from .tensor import Tensor
+        _Tensor = Tensor
+    return _Tensor
+
+
+_Tensor = None
 
 
 class Function:
@@ -171,12 +193,18 @@ class Function:
         Raises:
             TypeError: if ``forward`` returns something that is not array-like.
         """
-        from .tensor import Tensor
-
-        needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        Tensor = _tensor_class()
+        arrays, needs = [], []
+        for a in args:
+            if isinstance(a, Tensor):
+                arrays.append(a._data)
+                needs.append(a._requires_grad)
+            else:
+                arrays.append(a)
+                needs.append(False)
+        needs = tuple(needs)
         record = any(needs) and is_grad_enabled()
         ctx = Context(cls, needs)
-        arrays = [a.data if isinstance(a, Tensor) else a for a in args]
         out = cls.forward(ctx, *arrays, **kwargs)
         if not isinstance(out, np.ndarray):
             if isinstance(out, (np.generic, int, float, bool)):
@@ -188,14 +216,15 @@ class Function:
         result = Tensor(out)
         # A view of an input shares its version counter (PyTorch does the same).
         for a in args:
-            if isinstance(a, Tensor) and out.size and a.data.size and np.may_share_memory(out, a.data):
+            if isinstance(a, Tensor) and _shares_memory(out, a._data):
                 result._vc = a._vc
                 break
         if record:
             result._requires_grad = True
             result._ctx = ctx
             ctx.inputs = args
-            tracked = [(a, f"input {i}") for i, a in enumerate(args) if isinstance(a, Tensor)]
-            tracked.append((result, "output"))
+            # (tensor, input position or None for the output): the error message's words
+            tracked = [(a, i) for i, a in enumerate(args) if isinstance(a, Tensor)]
+            tracked.append((result, None))
             ctx._track_versions(tracked)
         return result

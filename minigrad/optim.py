@@ -267,6 +267,15 @@ class AdamW(Optimizer):
             raise ValueError(f"Invalid weight_decay value: {wd}")
         group["betas"] = (b1, b2)
 
+    def _scratch(self, like: np.ndarray):
+        """Two work arrays of ``like``'s shape and dtype, shared by the parameters of that shape
+        and kept across steps (not part of the state)."""
+        key = (like.shape, like.dtype)
+        bufs = self.__dict__.setdefault("_scratch_arrays", {})
+        if key not in bufs:
+            bufs[key] = (np.empty_like(like), np.empty_like(like))
+        return bufs[key]
+
     @no_grad()
     def step(self, closure=None):
         """Update every parameter that has a gradient, in place.
@@ -310,23 +319,30 @@ class AdamW(Optimizer):
                 t = state["step"]
                 m, v = state["exp_avg"], state["exp_avg_sq"]
 
+                # two scratch arrays of p's shape, reused across steps: no temporaries
+                buf, update = self._scratch(p.data)
+
                 # decoupled weight decay: p <- p * (1 - lr * wd)
                 if wd != 0.0:
                     p.mul_(1.0 - lr * wd)
                 # first moment, as torch's lerp with weight 1 - beta1 (< 0.5): m += w * (g - m)
-                m += (1.0 - beta1) * (g - m)
+                np.subtract(g, m, out=buf)
+                buf *= 1.0 - beta1
+                m += buf
                 # second moment: v <- beta2 * v + (1 - beta2) * g^2
                 v *= beta2
-                v += (1.0 - beta2) * (g * g)
+                np.multiply(g, g, out=buf)
+                buf *= 1.0 - beta2
+                v += buf
                 bias_correction1 = 1.0 - beta1 ** t
                 bias_correction2 = 1.0 - beta2 ** t
                 step_size = lr / bias_correction1
                 # denom = sqrt(v) / sqrt(bc2) + eps
-                denom = np.sqrt(v)
+                denom = np.sqrt(v, out=buf)
                 denom /= bias_correction2 ** 0.5
                 denom += eps
                 # p <- p + (-step_size) * m / denom   (torch's addcdiv_, evaluated left to right)
-                update = m * (-step_size)
+                np.multiply(m, -step_size, out=update)
                 update /= denom
                 p.add_(update)
         return loss
