@@ -113,7 +113,7 @@ def _loss_curves(plt, report, path: Path) -> None:
         ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7, loc="upper right")
+            ax.legend(fontsize=7, loc="best")
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     tails = [np.median(e["loss_curve"][-max(1, len(e["loss_curve"]) // 10):])
@@ -124,7 +124,12 @@ def _loss_curves(plt, report, path: Path) -> None:
         how = "log scale"
     elif finite:
         lo = min(finite)
-        hi = max(report.uniform_baseline * 1.25, np.percentile(finite, 2) * 1.05)
+        # the uniform line, the bulk of the training curve, and every point of the val curves
+        # and of each training curve's last tenth (where the findings are) stay on the axis
+        vals = [float(x) for e in report.runs if e["status"] == "ok"
+                for _, x in e["val_curve"] if np.isfinite(float(x))]
+        hi = max(report.uniform_baseline * 1.25, np.percentile(finite, 2) * 1.05,
+                 max(vals, default=0.0) * 1.05, max(tails, default=0.0) * 1.05)
         axes.flat[0].set_ylim(max(0.0, lo - 0.1), max(hi, lo + 0.5))
         how = "the first steps (loss near 42) are above the axis"
     else:
@@ -144,7 +149,7 @@ def _deltas(plt, report, path: Path) -> None:
     others = report.study.variants[1:]
     base = report.study.baseline.name
     fig, ax = plt.subplots(figsize=(7.0, 1.2 + 0.9 * max(1, len(others))))
-    labels, y = [], 0
+    labels, y, bars = [], 0, False
     for v in others:
         diffs = report.summaries[v.name]["difference_from_baseline"]
         for m, color, off in (("val_loss", "tab:orange", -0.15), ("train_loss", "tab:blue", 0.15)):
@@ -152,6 +157,7 @@ def _deltas(plt, report, path: Path) -> None:
             if d["mean"] is None:
                 continue
             if d["low"] is not None:
+                bars = True
                 ax.errorbar(d["mean"], y + off, xerr=[[d["mean"] - d["low"]],
                                                       [d["high"] - d["mean"]]],
                             fmt="o", color=color, capsize=4,
@@ -165,8 +171,9 @@ def _deltas(plt, report, path: Path) -> None:
     ax.set_yticks(range(len(labels)))
     ax.set_yticklabels(labels, fontsize=9)
     ax.invert_yaxis()
-    ax.set_xlabel(f"final loss minus {base}'s, same seed (nats/token); "
-                  f"bars: 95% Student-t interval")
+    ax.set_xlabel(f"final loss minus {base}'s, same seed (nats/token); " +
+                  ("bars: 95% Student-t interval" if bars else
+                   "one seed: no interval (--seeds 2 or more)"))
     ax.set_title(f"{report.study.name}: paired differences from {base} "
                  f"(left of 0 = lower loss)", fontsize=10)
     ax.grid(axis="x", alpha=0.3)
