@@ -53,6 +53,7 @@ from layers.silu import SiLUFunction
 from layers.softmax import SoftmaxFunction
 from layers.swiglu import SwiGLUFunction
 
+from experiments._cli import run_main
 from experiments import _broken as B
 from experiments._cli import ArgumentParser, Printer
 from experiments.gradcheck_report import (add_seed_and_json_options, fmt_err, format_table,
@@ -333,4 +334,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(run_main(PROG, main))

@@ -38,6 +38,7 @@ from typing import List, Optional, Sequence
 
 from gpt import GPTConfig  # noqa: F401 (re-exported for the tests and callers)
 
+from experiments._cli import run_main
 from experiments import _report
 from experiments._runner import (EXIT_DIVERGED, EXIT_INTERRUPTED, EXIT_OK, Study, Variant,
                                  memory_lower_bound as _memory_lower_bound, run_study)
@@ -132,4 +133,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_main(PROG, main))

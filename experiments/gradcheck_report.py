@@ -37,6 +37,7 @@ from minigrad import Tensor, gradcheck_report
 from layers import functional as F
 from layers.rope import build_rope_cache
 
+from experiments._cli import run_main
 from experiments._cli import (ArgumentParser, Printer, UsageError, atomic_write_text, fail,
                               nonnegative_int)
 
@@ -364,4 +365,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(run_main(PROG, main))

@@ -50,6 +50,7 @@ from gpt.atomic import AtomicGroup
 from layers.layernorm import layernorm_backward, layernorm_forward
 from layers.rmsnorm import rmsnorm_backward, rmsnorm_forward
 
+from experiments._cli import run_main
 from experiments._cli import (ArgumentParser, Printer, UsageError, check_output_dir, fail,
                               nonnegative_int, path_arg, positive_int)
 from experiments._opcount import totals, trace
@@ -503,4 +504,4 @@ def _remove_empty(dirs) -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_main(PROG, main))

@@ -75,6 +75,9 @@ class AtomicGroup:
     it would interrupt is then complete, only recorded in ``interrupted``. If anything fails
     before the commit, the temporary files are removed and no destination is touched.
 
+    ``remove(dest)`` makes removing a file part of the same step (a file of the run's own name
+    left by an earlier run): it disappears at the commit, and comes back if the commit fails.
+
     Use::
 
         with AtomicGroup() as group:
@@ -99,6 +102,15 @@ class AtomicGroup:
         os.chmod(tmp, 0o666 & ~_umask())
         self._staged.append((Path(tmp), dest))
         return Path(tmp)
+
+    @property
+    def destinations(self):
+        """The paths staged so far to be written (not those to be removed)."""
+        return [dest for tmp, dest in self._staged if tmp is not None]
+
+    def remove(self, dest: PathLike) -> None:
+        """Remove ``dest`` (if it exists then) at the commit, as part of the group."""
+        self._staged.append((None, Path(dest)))
 
     def write_text(self, dest: PathLike, text: str, encoding: str = "utf-8") -> None:
         """Stage ``text`` for ``dest``."""
@@ -126,13 +138,18 @@ class AtomicGroup:
         try:
             for tmp, dest in self._staged:
                 backup = None
+                if tmp is None and not os.path.lexists(dest):
+                    continue  # nothing to remove
                 if os.path.lexists(dest):
                     backup = dest.with_name(f".{dest.name}.{os.getpid()}.bak")
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(backup)
                     os.link(dest, backup)
                     backups.append(backup)
-                os.replace(tmp, dest)
+                if tmp is None:
+                    os.unlink(dest)
+                else:
+                    os.replace(tmp, dest)
                 moved.append((dest, backup))
         except BaseException:
             for dest, backup in reversed(moved):  # put every moved file back
@@ -149,8 +166,9 @@ class AtomicGroup:
 
     def _discard(self) -> None:
         for tmp, _ in self._staged:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
         self._staged = []
 
 
