@@ -313,7 +313,8 @@ def build_parser() -> ArgumentParser:
         prog=PROG,
         description="Gradient-check every minigrad primitive and every layer in float64 against "
                     "central differences, and print a table of the errors.",
-        epilog="Exit status: 0 all pass; 1 a check failed; 2 bad input.")
+        epilog="Exit status: 0 all pass; 1 a check failed; 2 bad input or stdout not "
+               "writable (one line on stderr); 130 interrupted.")
     p.add_argument("--fast", action="store_true",
                    help="fast mode: Gaussian directional products instead of full Jacobians")
     add_seed_and_json_options(p)
@@ -325,7 +326,7 @@ def add_seed_and_json_options(p: ArgumentParser) -> None:
     p.add_argument("--seed", type=nonnegative_int, default=0, metavar="N",
                    help="seed of the inputs and upstream gradients (default 0)")
     p.add_argument("--json", metavar="PATH", default=None,
-                   help="also write the rows as JSON to PATH (atomically)")
+                   help="also write the rows as JSON to PATH (atomically) (default: no JSON file)")
 
 
 def json_destination(prog: str, path: Optional[str]) -> Optional[Path]:

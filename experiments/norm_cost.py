@@ -95,7 +95,8 @@ def build_parser() -> ArgumentParser:
         prog=PROG,
         description="LayerNorm vs RMSNorm: FLOPs and bytes counted from our code, and measured "
                     "time, forward and forward+backward; tests the chapter's '~half the FLOPs'.",
-        epilog="Exit status: 0 done; 2 bad input (nothing written); 130 interrupted.",
+        epilog="Exit status: 0 done; 2 bad input (nothing written) or stdout not writable; "
+               "130 interrupted (nothing written).",
     )
     p.add_argument("--tiny", action="store_true",
                    help="only the tiny model's activation shape (32, 32, 64)")

@@ -45,12 +45,16 @@ def fail(prog: str, message: str) -> NoReturn:
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Shows ``(default: X)`` after an option's help, unless the help already says "default";
-    an on/off flag shows ``(default: off)``."""
+    an on/off flag shows ``(default: off)``, a required option ``(required)``."""
 
     def _get_help_string(self, action):  # noqa: D102 - argparse API
         text = action.help or ""
         if "default" in text.lower() or action.default is argparse.SUPPRESS:
             return text
+        if action.required:
+            return f"{text} (required)"
+        if action.default is None:
+            return f"{text} (default: none)"
         if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
             return f"{text} (default: {'off' if action.default is False else 'on'})"
         return super()._get_help_string(action)
