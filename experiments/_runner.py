@@ -312,6 +312,7 @@ class Plan:
         large = size is not None and size > LARGE_CORPUS_BYTES
         if large:
             _note(f"{study.name}: reading corpus {args.corpus} ({size / 1e6:.1f} MB) ...")
+        t0 = time.perf_counter()
         try:
             self.text = load_corpus(args.corpus)
         except (FileNotFoundError, IsADirectoryError, ValueError) as e:
@@ -321,10 +322,15 @@ class Plan:
         self.corpus_label = "built-in" if args.corpus is None else str(args.corpus)
         corpus_name = "the built-in corpus" if args.corpus is None else f"corpus {args.corpus}"
         if large:
-            _note(f"{study.name}: tokenising {len(self.text):,} characters ...")
+            _note(f"{study.name}: read and decoded in {time.perf_counter() - t0:.2f} s; "
+                  f"tokenising {len(self.text):,} characters ...")
+        t0 = time.perf_counter()
         self.tokenizer = CharTokenizer(self.text)
         self.vocab_size = self.tokenizer.vocab_size
         data = self.tokenizer.encode(self.text)  # uint8 ids for up to 256 characters
+        if large:
+            _note(f"{study.name}: tokenised in {time.perf_counter() - t0:.2f} s (vocab "
+                  f"{self.vocab_size}, ids {data.dtype}, {data.nbytes / 1e6:.1f} MB)")
         self.train_data, self.val_data = train_val_split(data, TRAIN_FRACTION)
         for name, split in (("training split", self.train_data),
                             ("validation split", self.val_data)):
@@ -602,13 +608,15 @@ def run_job(spec: JobSpec) -> Dict[str, Any]:
                      seconds=round(e.seconds, 3), steps_per_second=None, checkpoint=None,
                      extra=getattr(instrument, "result", lambda: None)())
         return entry
+    t_eval = time.perf_counter()
     train_loss = evaluate(model, spec.train_data, batch_size=spec.batch_size,
                           max_tokens=spec.eval_tokens,
                           on_batch=lambda d, n: progress.evaluating("train", d, n))
     val_loss = evaluate(model, spec.val_data, batch_size=spec.batch_size,
                         max_tokens=spec.eval_tokens,
                         on_batch=lambda d, n: progress.evaluating("val", d, n))
-    progress.close()
+    eval_seconds = time.perf_counter() - t_eval
+    progress.close(f"eval {eval_seconds:.1f} s" if eval_seconds >= 0.5 else "")
     # the chapter's final estimate: one batch of each split, continuing the training stream
     train_1b = estimate_loss(model, spec.train_data, rng, batch_size=spec.batch_size)
     val_1b = estimate_loss(model, spec.val_data, rng, batch_size=spec.batch_size)
@@ -619,7 +627,8 @@ def run_job(spec: JobSpec) -> Dict[str, Any]:
                  seconds=round(result.seconds, 3),
                  steps_per_second=round(spec.steps / result.seconds, 2)
                  if result.seconds > 0 else None,
-                 checkpoint=None, extra=getattr(instrument, "result", lambda: None)())
+                 checkpoint=None, extra=getattr(instrument, "result", lambda: None)(),
+                 eval_seconds=round(eval_seconds, 3))
     for k in ("train_loss", "val_loss", "train_loss_one_batch", "val_loss_one_batch"):
         if not math.isfinite(entry[k]):  # a model that trained but evaluates to inf/nan
             entry[k] = None
