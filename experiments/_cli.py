@@ -19,6 +19,8 @@ uses them too, and gpt imports nothing from experiments); the atomic writers in 
 from __future__ import annotations
 
 import argparse
+import datetime
+import secrets
 import contextlib
 import math
 import os
@@ -29,13 +31,15 @@ from typing import Union
 
 from gpt.atomic import atomic_write_bytes, atomic_write_text, atomic_writer  # noqa: F401 (re-exported)
 from gpt.cli import (EXIT_INTERRUPTED, EXIT_USAGE, ArgumentParser, Printer,  # noqa: F401
-                     fail, int_arg, mark_outputs_written, run_main)  # (re-exported)
+                     fail, int_arg, interrupted, mark_outputs_written, run_main)  # (re-exported)
 
 __all__ = [
     "EXIT_USAGE",
     "EXIT_INTERRUPTED",
     "Printer",
     "run_main",
+    "interrupted",
+    "new_run_id",
     "mark_outputs_written",
     "UsageError",
     "ArgumentParser",
@@ -120,3 +124,11 @@ def check_output_dir(path: PathLike) -> Path:
     except OSError as e:
         raise UsageError(f"output directory {p} is not writable ({e.strerror or e})") from None
     return p
+
+
+def new_run_id() -> str:
+    """A fresh run id: UTC time and 8 random hex digits, e.g. ``20261130T003512Z-3f9a1c2e``.
+    Written into a run's results.json and checkpoints, so its files are recognisable as one
+    run's."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"

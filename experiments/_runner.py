@@ -26,7 +26,9 @@ What ``run_study`` does, in order:
 
 1. Parses the common options (``build_parser``): ``--tiny`` (default, 200 steps) / ``--full``
    (2000) / ``--steps N``, ``--seed S`` and ``--seeds N`` (seeds S .. S+N-1), ``--corpus``,
-   ``--output-dir``, ``--jobs N``, ``--eval-every K``, ``--no-plots``, ``--save-checkpoints``,
+   ``--output-dir``, ``--jobs N``, ``--eval-every K``, ``--eval-tokens N`` (each loss over at
+   most N target positions of its split, default ``EVAL_TOKENS``), ``--progress-interval S``,
+   ``--no-plots``, ``--save-checkpoints``,
    the model and optimiser sizes (the chapter's defaults, shown in ``--help``), and ``--norm``,
    ``--mlp``, ``--pos`` for each field that no variant of the study sets. ``Study.add_arguments``
    may add more.
@@ -44,8 +46,10 @@ What ``run_study`` does, in order:
    a 95 % Student-t interval (``experiments._stats``).
 5. Writes ``run_log.txt``, ``results.json``, ``curves.csv`` and (with matplotlib)
    ``loss_curves.png``, ``deltas.png`` and ``grad_norms.png`` as one atomic group (``gpt.atomic.AtomicGroup``),
-   plus ``Study.extra_outputs(report) -> {file name: text}`` and the checkpoints; then prints
-   the table on stdout.
+   plus ``Study.extra_outputs(report) -> {file name: text}`` and the checkpoints; files of the
+   study's own names left by an earlier run and not rewritten are removed in the same group
+   (``Plan.owned_files``); ``results.json`` and every checkpoint carry the run's ``run_id``.
+   Then prints the table on stdout.
 
 Optional hooks on ``Study``: ``columns`` and ``run_label`` (how the table names a variant),
 ``closing(report) -> list of lines`` (run_log's closing block, also printed on stdout;
@@ -60,18 +64,21 @@ and ``--no-plots`` is not given) and ``add_arguments(parser)`` (read them back f
 ``report.plan.args``).
 
 Exit status: 0 every job trained; 1 a job diverged (everything still written); 2 bad input or
-the outputs cannot be written (one line on stderr, nothing written); 130 interrupted.
+the outputs cannot be written (one line on stderr, nothing written), or stdout cannot be
+written (``gpt.cli.run_main``); 130 interrupted (one line, nothing written).
+
+Progress (stderr): redrawn in place on a terminal; otherwise a line every
+``--progress-interval`` seconds with step, loss, steps/s and ETA (``_Progress``). ``--steps``
+above ``MAX_STEPS`` is refused; a run estimated over a day is warned about once.
 """
 from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
-import datetime
 import math
 import multiprocessing
 import os
 import re
-import secrets
 import signal
 import sys
 import time
@@ -90,7 +97,7 @@ from gpt.data import CharTokenizer, check_split_length, load_corpus, train_val_s
 from gpt.train import TrainingDiverged, estimate_loss, evaluate
 
 from experiments._cli import (ArgumentParser, Printer, UsageError, check_output_dir, fail,
-                              int_arg, mark_outputs_written, nonnegative_int, path_arg,
+                              int_arg, interrupted, mark_outputs_written, new_run_id, nonnegative_int, path_arg,
                               positive_float, positive_int)
 
 __all__ = ["Variant", "Study", "Plan", "build_parser", "run_job", "run_jobs", "run_study",
@@ -278,12 +285,6 @@ def _steps_arg(text: str) -> int:
             f"{text} steps is more than the maximum of {MAX_STEPS:,} per run (the tiny model "
             f"trains tens of steps per second: {MAX_STEPS:,} steps already take hours)")
     return v
-
-
-def new_run_id() -> str:
-    """A fresh run id: UTC time and 8 random hex digits, e.g. ``20261130T003512Z-3f9a1c2e``."""
-    now = datetime.datetime.now(datetime.timezone.utc)
-    return f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
 
 
 # ---------------------------------------------------------------------------- plan
@@ -699,13 +700,6 @@ def _remove_empty(dirs) -> None:
             return
 
 
-def _interrupted(prog: str) -> None:
-    """The one line of an interrupted run (after a newline ending a redrawn terminal line)."""
-    nl = "\n" if getattr(sys.stderr, "isatty", lambda: False)() else ""
-    sys.stderr.write(f"{nl}{prog}: interrupted; nothing written\n")
-    sys.stderr.flush()
-
-
 def run_study(study: Study, argv: Optional[Sequence[str]] = None) -> int:
     """Run a study command end to end; returns the exit status (see the module docstring)."""
     from experiments import _plots, _report  # the reporting side of the runner
@@ -732,7 +726,7 @@ def run_study(study: Study, argv: Optional[Sequence[str]] = None) -> int:
     try:
         runs = run_jobs(plan, args.jobs, on_done)
     except KeyboardInterrupt:
-        _interrupted(study.prog)
+        interrupted(study.prog)
         return EXIT_INTERRUPTED
     except MemoryError as e:
         fail(study.prog, f"out of memory: the model or the batch is too large for this machine "
@@ -771,7 +765,7 @@ def run_study(study: Study, argv: Optional[Sequence[str]] = None) -> int:
             group.write_text(out / "run_log.txt", _report.run_log(report))
     except KeyboardInterrupt:
         _remove_empty(created)
-        _interrupted(study.prog)
+        interrupted(study.prog)
         return EXIT_INTERRUPTED
     except OSError as e:
         _remove_empty(created)

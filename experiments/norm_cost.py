@@ -50,7 +50,7 @@ from gpt.atomic import AtomicGroup
 from layers.layernorm import layernorm_backward, layernorm_forward
 from layers.rmsnorm import rmsnorm_backward, rmsnorm_forward
 
-from experiments._cli import run_main
+from experiments._cli import interrupted, new_run_id, run_main
 from experiments._cli import (ArgumentParser, Printer, UsageError, check_output_dir, fail,
                               nonnegative_int, path_arg, positive_int)
 from experiments._opcount import totals, trace
@@ -68,7 +68,7 @@ SCHEMA_VERSION = 1
 
 RESULTS_SCHEMA = """\
 results.json (schema_version 1):
-  experiment: "norm_cost"; schema_version: 1
+  experiment: "norm_cost"; run_id: "<UTC time>-<8 hex digits>"; schema_version: 1
   config: {dtype, repeats, seed, min_sample_seconds, warmup_calls, eps: {ln, rms},
            environment: {OPENBLAS_NUM_THREADS, OMP_NUM_THREADS, MKL_NUM_THREADS, cpu_count,
                         MALLOC_TOP_PAD_, note}}
@@ -347,6 +347,7 @@ def build_results(args, shapes: List[Dict[str, Any]]) -> Dict[str, Any]:
     tiny = shapes[0]
     return {
         "experiment": "norm_cost",
+        "run_id": new_run_id(),
         "schema_version": SCHEMA_VERSION,
         "config": {"dtype": args.dtype, "repeats": args.repeats, "seed": args.seed,
                    "min_sample_seconds": MIN_SAMPLE_SECONDS, "warmup_calls": WARMUP_CALLS,
@@ -471,7 +472,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         results = build_results(args, shapes)
         lines = report_lines(results)
     except KeyboardInterrupt:
-        sys.stderr.write(f"\n{PROG}: interrupted; nothing written\n")
+        interrupted(PROG)
         return 130
     except MemoryError as e:
         fail(PROG, f"out of memory ({e})")
@@ -485,7 +486,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             group.write_text(out / "run_log.txt", "\n".join(lines) + "\n")
     except KeyboardInterrupt:
         _remove_empty(created)
-        sys.stderr.write(f"\n{PROG}: interrupted; nothing written\n")
+        interrupted(PROG)
         return 130
     except OSError as e:
         _remove_empty(created)

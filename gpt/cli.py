@@ -22,7 +22,7 @@ import sys
 from typing import Callable, NoReturn, Optional, Sequence
 
 __all__ = ["EXIT_USAGE", "EXIT_INTERRUPTED", "fail", "ArgumentParser", "HelpFormatter",
-           "int_arg", "Printer", "run_main", "stdout_failure", "mark_outputs_written"]
+           "int_arg", "Printer", "run_main", "interrupted", "stdout_failure", "mark_outputs_written"]
 
 #: Exit status for bad input (argparse's convention), and for output that cannot be written.
 EXIT_USAGE = 2
@@ -129,6 +129,14 @@ def _is_closed_pipe(e: OSError) -> bool:
     return isinstance(e, BrokenPipeError) or e.errno in (errno.EPIPE, errno.ECONNRESET)
 
 
+def interrupted(prog: str, tail: str = "nothing written") -> None:
+    """Print ``<prog>: interrupted; <tail>`` as one line on stderr (after a newline that ends a
+    progress line redrawn in place, on a terminal only)."""
+    nl = "\n" if getattr(sys.stderr, "isatty", lambda: False)() else ""
+    sys.stderr.write(f"{nl}{prog}: interrupted; {tail}\n")
+    sys.stderr.flush()
+
+
 def run_main(prog: str, main: Callable[[Optional[Sequence[str]]], int],
              argv: Optional[Sequence[str]] = None) -> int:
     """Run a command's ``main`` and turn the edges into exit statuses; use as
@@ -154,10 +162,7 @@ def run_main(prog: str, main: Callable[[Optional[Sequence[str]]], int],
             status = 0
     except KeyboardInterrupt:
         where = _state["written"]
-        tail = f"outputs already written to {where}" if where else "nothing written"
-        nl = "\n" if getattr(sys.stderr, "isatty", lambda: False)() else ""
-        sys.stderr.write(f"{nl}{prog}: interrupted; {tail}\n")
-        sys.stderr.flush()
+        interrupted(prog, f"outputs already written to {where}" if where else "nothing written")
         return EXIT_INTERRUPTED
     e = _state["stdout_error"]
     if e is not None and status != EXIT_INTERRUPTED and not _is_closed_pipe(e):
