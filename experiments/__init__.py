@@ -1,1 +1,3 @@
-"""Runnable studies built on ``gpt``: ``python -m experiments.four_variants`` (the main job)."""
+"""Runnable studies built on ``gpt``: ``four_variants`` (the main job), ``break_it``,
+``activations``, ``positions`` (all on one runner, ``experiments._runner``), and the gradient
+studies ``break_backward`` and ``gradcheck_report``."""

@@ -209,8 +209,10 @@ def params_block(report: Report) -> List[str]:
 
 
 def differences_and_params(report: Report) -> List[str]:
-    """The default closing of a comparison study: paired differences, then parameters."""
-    return differences_block(report) + [""] + params_block(report)
+    """The default closing of a comparison study: paired differences, parameters, and the
+    divergence findings."""
+    return (differences_block(report) + [""] + params_block(report) + [""]
+            + divergence_findings(report))
 
 
 def divergence_findings(report: Report) -> List[str]:
@@ -223,7 +225,7 @@ def divergence_findings(report: Report) -> List[str]:
         lines = [f"Divergence: none (every loss and gradient norm stayed finite for "
                  f"{report.plan.steps} steps)."]
     else:
-        lines = ["Divergence (the run stops there; its curve ends at the step before):"] + found
+        lines = ["Divergence (a run stops where its loss or gradient norm became NaN or inf):"] + found
     worse = [f"  {e['name']} seed {e['seed']}: val {_f(e['val_loss'])}" for e in report.runs
              if e["status"] == "ok" and e["val_loss"] is not None
              and e["val_loss"] > report.uniform_baseline]

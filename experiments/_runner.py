@@ -63,6 +63,13 @@ class, for ``--jobs``), ``extra_outputs(report) -> {file name: text}`` (e.g. a C
 and ``--no-plots`` is not given) and ``add_arguments(parser)`` (read them back from
 ``report.plan.args``).
 
+The hooks receive an ``experiments._report.Report``: ``report.plan`` (``args``, ``steps``,
+``seeds``, ``configs``, ``train_data``/``val_data``), ``report.runs`` (one dict per (variant,
+seed): losses, ``loss_curve``, ``grad_norms``, ``val_curve``, ``status``, ``diverged_at``,
+``extra``), ``report.summaries`` (per variant) and ``report.paired(a, b, metric)``; the
+building blocks of a closing block are there too (``differences_block``, ``params_block``,
+``grad_norm_block``, ``divergence_findings``, ``differences_and_params``).
+
 Exit status: 0 every job trained; 1 a job diverged (everything still written); 2 bad input or
 the outputs cannot be written (one line on stderr, nothing written), or stdout cannot be
 written (``gpt.cli.run_main``); 130 interrupted (one line, nothing written).
@@ -96,9 +103,10 @@ from gpt.config import MLPS, NORMS, POSITIONS
 from gpt.data import CharTokenizer, check_split_length, load_corpus, train_val_split
 from gpt.train import TrainingDiverged, estimate_loss, evaluate
 
+from experiments import _plots, _report
 from experiments._cli import (ArgumentParser, Printer, UsageError, check_output_dir, fail,
-                              int_arg, interrupted, mark_outputs_written, new_run_id, nonnegative_int, path_arg,
-                              positive_float, positive_int)
+                              int_arg, interrupted, mark_outputs_written, new_run_id,
+                              nonnegative_int, path_arg, positive_float, positive_int)
 
 __all__ = ["Variant", "Study", "Plan", "build_parser", "run_job", "run_jobs", "run_study",
            "EXIT_OK", "EXIT_DIVERGED", "EXIT_USAGE", "EXIT_INTERRUPTED"]
@@ -482,8 +490,9 @@ class _Progress:
 
     def _line(self) -> str:
         dt = self._elapsed()
+        loss = format(self.loss, ".4g" if abs(self.loss) >= 1e4 else ".4f")
         line = (f"  {self.name:12s} step {self.step:>{len(str(self.steps))}d}/{self.steps}  "
-                f"loss {self.loss:.4f}  {self.rate():6.1f} steps/s  {dt:6.1f} s")
+                f"loss {loss}  {self.rate():6.1f} steps/s  {dt:6.1f} s")
         if self.eval_text:
             return line + "  " + self.eval_text
         if self.step < self.steps:
@@ -610,17 +619,18 @@ def run_job(spec: JobSpec) -> Dict[str, Any]:
                      extra=getattr(instrument, "result", lambda: None)())
         return entry
     t_eval = time.perf_counter()
-    train_loss = evaluate(model, spec.train_data, batch_size=spec.batch_size,
-                          max_tokens=spec.eval_tokens,
-                          on_batch=lambda d, n: progress.evaluating("train", d, n))
-    val_loss = evaluate(model, spec.val_data, batch_size=spec.batch_size,
-                        max_tokens=spec.eval_tokens,
-                        on_batch=lambda d, n: progress.evaluating("val", d, n))
-    eval_seconds = time.perf_counter() - t_eval
-    progress.close(f"eval {eval_seconds:.1f} s" if eval_seconds >= 0.5 else "")
-    # the chapter's final estimate: one batch of each split, continuing the training stream
-    train_1b = estimate_loss(model, spec.train_data, rng, batch_size=spec.batch_size)
-    val_1b = estimate_loss(model, spec.val_data, rng, batch_size=spec.batch_size)
+    with np.errstate(all="ignore"):  # a blown-up model is reported below, not warned about
+        train_loss = evaluate(model, spec.train_data, batch_size=spec.batch_size,
+                              max_tokens=spec.eval_tokens,
+                              on_batch=lambda d, n: progress.evaluating("train", d, n))
+        val_loss = evaluate(model, spec.val_data, batch_size=spec.batch_size,
+                            max_tokens=spec.eval_tokens,
+                            on_batch=lambda d, n: progress.evaluating("val", d, n))
+        eval_seconds = time.perf_counter() - t_eval
+        progress.close(f"eval {eval_seconds:.1f} s" if eval_seconds >= 0.5 else "")
+        # the chapter's final estimate: one batch of each split, continuing the training stream
+        train_1b = estimate_loss(model, spec.train_data, rng, batch_size=spec.batch_size)
+        val_1b = estimate_loss(model, spec.val_data, rng, batch_size=spec.batch_size)
     entry.update(steps_completed=spec.steps, train_loss=train_loss, val_loss=val_loss,
                  train_loss_one_batch=train_1b, val_loss_one_batch=val_1b,
                  loss_curve=[float(x) for x in result.losses],
@@ -631,8 +641,14 @@ def run_job(spec: JobSpec) -> Dict[str, Any]:
                  checkpoint=None, extra=getattr(instrument, "result", lambda: None)(),
                  eval_seconds=round(eval_seconds, 3))
     for k in ("train_loss", "val_loss", "train_loss_one_batch", "val_loss_one_batch"):
-        if not math.isfinite(entry[k]):  # a model that trained but evaluates to inf/nan
+        if not math.isfinite(entry[k]):
             entry[k] = None
+    bad = next((x for x in (train_loss, val_loss) if not math.isfinite(x)), None)
+    if bad is not None:  # every step was finite, but the last update broke the model
+        what = "final loss (evaluated after the last update)"
+        entry.update(status="diverged", message=f"{what} became {bad}",
+                     diverged_at={"step": spec.steps, "what": what, "value": _json_float(bad)},
+                     train_loss=None, val_loss=None)
     if spec.keep_state:
         entry["_state"] = model.state_dict()
     return entry
@@ -702,8 +718,6 @@ def _remove_empty(dirs) -> None:
 
 def run_study(study: Study, argv: Optional[Sequence[str]] = None) -> int:
     """Run a study command end to end; returns the exit status (see the module docstring)."""
-    from experiments import _plots, _report  # the reporting side of the runner
-
     args = build_parser(study).parse_args(argv)
     try:
         plan = Plan(study, args)

@@ -255,3 +255,16 @@ def test_the_hooks_of_a_new_study(tmp_path, capsys):
         assert ra["extra"] is None and rb["extra"] == {"steps": [0, 2, 4, 5]}
     assert (tmp_path / "b" / "extra.csv").read_text() == "runs,2\n"
     assert (tmp_path / "a" / "curves.csv").read_text() == (tmp_path / "b" / "curves.csv").read_text()
+
+
+def test_a_model_broken_by_its_last_update_is_reported_as_diverged(tmp_path, capsys,
+                                                                   monkeypatch):
+    monkeypatch.setattr(_runner, "evaluate", lambda *a, **k: float("nan"))
+    out = tmp_path / "out"
+    assert four_variants.main(TINY + ["--steps", "2", "--no-plots", "--output-dir",
+                                      str(out)]) == 1
+    res = json.loads((out / "results.json").read_text())
+    for r in res["runs"]:
+        assert r["status"] == "diverged" and r["steps_completed"] == 2
+        assert r["message"] == "final loss (evaluated after the last update) became nan"
+        assert r["val_loss"] is None and len(r["loss_curve"]) == 2
