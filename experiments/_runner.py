@@ -506,7 +506,7 @@ class _Progress:
             return
         self.last_draw = now
         if self.tty:
-            self.stream.write("\r" + self._line())
+            self.stream.write("\r" + self._padded(self._line()))
         else:
             self.stream.write(self._line() + "\n")
         self.stream.flush()
@@ -533,10 +533,17 @@ class _Progress:
         self.eval_text = f"evaluating {split} {done}/{total} tokens"
         self._emit()
 
+    def _padded(self, line: str) -> str:
+        """``line`` padded with spaces over a longer line drawn before it (terminal only)."""
+        width, self.drawn = getattr(self, "drawn", 0), len(line)
+        return line + " " * max(0, width - len(line))
+
     def close(self, note: str = "") -> None:
         self.eval_text = ""
         line = self._line() + (f"  {note}" if note else "")
-        self.stream.write(("\r" if self.tty else "") + line + "\n")
+        if self.tty:
+            line = "\r" + self._padded(line)
+        self.stream.write(line + "\n")
         self.stream.flush()
 
 

@@ -17,7 +17,8 @@ numbers on every run.
 
 Losses are mean cross-entropy in nats per token. ``evaluate`` is the mean over a fixed set of
 windows covering the whole split (each target position counted once, see
-``gpt.data.eval_windows``); ``estimate_loss`` is the seed's one-random-batch estimate.
+``gpt.data.eval_windows``), or, with ``max_tokens``, about that many positions in windows
+spread evenly over a larger split; ``estimate_loss`` is the seed's one-random-batch estimate.
 Shapes: B = batch_size, T = block_size, V = vocab_size.
 """
 from __future__ import annotations
