@@ -21,10 +21,8 @@ from __future__ import annotations
 import argparse
 import datetime
 import secrets
-import contextlib
 import math
 import os
-import sys
 import tempfile
 from pathlib import Path
 from typing import Union

@@ -33,7 +33,6 @@ Exit status: 0 when every right backward passes and every wrong one is caught; 1
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, Tuple
 

@@ -196,7 +196,7 @@ def load_corpus(path: Optional[PathLike] = None) -> str:
     if stat.S_ISDIR(mode):
         raise IsADirectoryError(f"corpus path is a directory, not a text file: {p}")
     if not stat.S_ISREG(mode):
-        kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else
+        kind = ("a FIFO or pipe" if stat.S_ISFIFO(mode) else
                 "a character device" if stat.S_ISCHR(mode) else
                 "a block device" if stat.S_ISBLK(mode) else
                 "a socket" if stat.S_ISSOCK(mode) else "not a regular file")

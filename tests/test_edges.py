@@ -8,10 +8,8 @@ import importlib
 import io
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -172,6 +170,36 @@ def test_ctrl_c_at_every_stage_is_one_line_130_and_nothing_written(stage, tmp_pa
     assert err[-1] == f"{four_variants.PROG}: interrupted; nothing written"
     assert not any("Traceback" in line for line in err)
     assert not out.exists()
+
+
+OTHER_STAGES = {  # command -> (function raising KeyboardInterrupt, arguments)
+    "experiments.norm_cost": ("measure_shape", ["--tiny", "--repeats", "1"]),
+    "experiments.gradcheck_report": ("run", ["--fast", "--json", "rows.json"]),
+    "experiments.break_backward": ("run", ["--json", "rows.json"]),
+    "gpt.generate": ("load_checkpoint", ["--prompt", "It"]),
+}
+
+
+@pytest.mark.parametrize("module", sorted(OTHER_STAGES))
+def test_ctrl_c_in_the_other_commands_is_one_line_130_and_nothing_written(
+        module, tmp_path, monkeypatch, capsys, checkpoint):
+    mod = importlib.import_module(module)
+    attr, args = OTHER_STAGES[module]
+
+    def interrupt(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(mod, attr, interrupt)
+    monkeypatch.chdir(tmp_path)
+    if module == "gpt.generate":
+        args = args + ["--checkpoint", str(checkpoint)]
+    elif module == "experiments.norm_cost":
+        args = args + ["--output-dir", str(tmp_path / "out")]
+    rc = run_main(mod.PROG, mod.main, args)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 130 and err[-1] == f"{mod.PROG}: interrupted; nothing written"
+    assert not any("Traceback" in line for line in err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
 def test_ctrl_c_in_gpt_generate_is_one_line_130(checkpoint, monkeypatch, capsys):
