@@ -148,8 +148,10 @@ def run_main(prog: str, main: Callable[[Optional[Sequence[str]]], int],
       cannot write to stdout: <reason>``, one line, status 2 (whatever ``main`` returned, unless
       it was interrupted). Files the command writes are written before its stdout table, so
       they are complete.
-    - A closed pipe (``| head``): quiet, as ``cat`` under ``| head``; the status is ``main``'s.
+    - A closed pipe (``| head``): quiet (as ``cat`` is under ``| head``); the status is
+      ``main``'s.
     """
+    _state.update(stdout_error=None, written=None)  # this run's, not an earlier call's
     try:
         try:
             status = main(argv)
