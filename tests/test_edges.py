@@ -246,6 +246,17 @@ def test_stdout_to_dev_full_is_one_line_and_exit_2(module, tmp_path, checkpoint)
     assert "Traceback" not in r.stderr
 
 
+@pytest.mark.parametrize("module", ["gpt.generate", "experiments.norm_cost"])
+def test_a_closed_pipe_is_quiet_and_keeps_the_status(module, tmp_path, checkpoint):
+    proc = subprocess.Popen([sys.executable, "-m", module,
+                             *_tiny_args(module, tmp_path, checkpoint)], cwd=tmp_path,
+                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader went away (like `| head -0`)
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0, err
+    assert "Traceback" not in err and "error" not in err
+
+
 # ---------------------------------------------------------------- 4. long runs, no terminal
 
 
