@@ -452,6 +452,9 @@ def _fmt_seconds(t: float) -> str:
     return f"{t / 86400:.1f} days"
 
 
+_WARNED: List[bool] = []  # the over-a-day warning was given in this process
+
+
 class _Progress:
     """A run's progress on stderr: step, loss, steps/s and the estimated time left (ETA).
 
@@ -459,17 +462,18 @@ class _Progress:
     file, a pipe, a batch job) a full line is printed every ``interval`` seconds, so a long run
     shows it is alive. The final evaluation reports the tokens evaluated the same way. Once
     the run has trained for ``warn_after`` seconds (or 50 steps), if the estimated time of the
-    whole run exceeds ``ETA_WARN_SECONDS``, one warning line says so (once per run).
+    run times ``runs`` (the runs one process trains in turn) exceeds ``ETA_WARN_SECONDS``, one
+    warning line says so (once per process).
 
     ``clock`` is ``time.perf_counter`` (replaceable for tests).
     """
 
     def __init__(self, name: str, steps: int, tty: bool, stream=None,
                  interval: float = PROGRESS_INTERVAL, clock=time.perf_counter,
-                 warn_after: float = 2.0, prog: str = "") -> None:
+                 warn_after: float = 2.0, prog: str = "", runs: int = 1) -> None:
         self.name, self.steps, self.tty, self.interval = name, steps, tty, interval
         self.stream = sys.stderr if stream is None else stream
-        self.clock, self.warn_after, self.prog = clock, warn_after, prog
+        self.clock, self.warn_after, self.prog, self.runs = clock, warn_after, prog, runs
         self.t0 = clock()
         self.last_draw = self.t0
         self.step, self.loss = 0, float("nan")
@@ -519,12 +523,15 @@ class _Progress:
                 self.clock() - self.t0 >= self.warn_after or step >= 50):
             self.warned = True
             total = self.steps / self.rate() if self.rate() > 0 else float("inf")
-            if total > ETA_WARN_SECONDS:
+            if total * self.runs > ETA_WARN_SECONDS and not _WARNED:
+                _WARNED.append(True)  # once per process, not once per run
+                study = (f", about {_fmt_seconds(total * self.runs)} for the study's "
+                         f"{self.runs} runs in turn" if self.runs > 1 else "")
                 self.stream.write(
                     f"{chr(13) + chr(10) if self.tty else ''}{self.prog or 'warning'}: warning: "
                     f"at {self.rate():.1f} steps/s, {self.name.strip()} needs about "
-                    f"{_fmt_seconds(total)} for its {self.steps:,} steps (Ctrl-C stops it, "
-                    f"nothing written); ask for fewer --steps\n")
+                    f"{_fmt_seconds(total)} for its {self.steps:,} steps{study} (Ctrl-C stops "
+                    f"it, nothing written); ask for fewer --steps\n")
                 self.stream.flush()
         self._emit(force=self.tty and step == self.steps)
 
@@ -567,6 +574,7 @@ class JobSpec:
     eval_tokens: Optional[int] = EVAL_TOKENS
     progress_interval: float = PROGRESS_INTERVAL
     prog: str = ""
+    runs: int = 1
 
 
 def _json_float(x: float):
@@ -592,7 +600,7 @@ def run_job(spec: JobSpec) -> Dict[str, Any]:
         v.modify(model)
     rng = np.random.default_rng(spec.seed)
     progress = _Progress(spec.progress_name, spec.steps, spec.tty,
-                         interval=spec.progress_interval, prog=spec.prog)
+                         interval=spec.progress_interval, prog=spec.prog, runs=spec.runs)
     instrument = spec.instrument(model, v, spec.seed) if spec.instrument else None
     if instrument is not None:
         instrument(0, model)
@@ -685,7 +693,8 @@ def run_jobs(plan: Plan, jobs: int = 1,
         specs.append(JobSpec(v, plan.configs[v.name], s, plan.steps, args.batch_size, args.lr,
                              args.eval_every, plan.train_data, plan.val_data, name, tty,
                              bool(args.save_checkpoints), plan.study.instrument,
-                             plan.eval_tokens, args.progress_interval, plan.study.prog))
+                             plan.eval_tokens, args.progress_interval, plan.study.prog,
+                             -(-len(plan.jobs()) // max(1, min(jobs, len(plan.jobs()))))))
     results: List[Optional[Dict[str, Any]]] = [None] * len(specs)
     if jobs <= 1 or len(specs) == 1:
         for i, spec in enumerate(specs):

@@ -278,24 +278,26 @@ def test_an_absurd_step_count_is_refused_before_anything_runs(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_a_run_estimated_over_a_day_is_warned_about_once():
+def test_a_run_estimated_over_a_day_is_warned_about_once(monkeypatch):
+    monkeypatch.setattr(_runner, "_WARNED", [])
     now = [0.0]
-    stream = io.StringIO()
-    p = _runner._Progress("ln", 1_000_000, tty=False, stream=stream, interval=1e9,
-                          clock=lambda: now[0], warn_after=2.0, prog="cmd")
-    for step in range(1, 30):       # 10 steps/s
-        now[0] = step / 10.0
-        p(step, 1.0)
-    warnings = [ln for ln in stream.getvalue().splitlines() if "warning" in ln]
-    # 1e6 steps / 10 steps/s = 1e5 s = 27.8 h
-    assert len(warnings) == 1 and "27.8 h" in warnings[0] and "10.0 steps/s" in warnings[0]
-    fast = io.StringIO()
-    q = _runner._Progress("ln", 1000, tty=False, stream=fast, interval=1e9,
-                          clock=lambda: now[0], prog="cmd")
-    for step in range(1, 30):
-        now[0] = step / 10.0
-        q(step, 1.0)
-    assert "warning" not in fast.getvalue()   # 1000 steps at 10 steps/s: 100 s
+
+    def drive(steps, runs):
+        now[0] = 0.0
+        stream = io.StringIO()
+        p = _runner._Progress("ln", steps, tty=False, stream=stream, interval=1e9,
+                              clock=lambda: now[0], warn_after=2.0, prog="cmd", runs=runs)
+        for step in range(1, 30):       # 10 steps/s
+            now[0] = step / 10.0
+            p(step, 1.0)
+        return [ln for ln in stream.getvalue().splitlines() if "warning" in ln]
+
+    assert drive(1000, 1) == []            # 1000 steps at 10 steps/s: 100 s
+    assert drive(5000, 4) == []            # 4 runs of 500 s: 33 min
+    w = drive(300_000, 4)                  # 4 runs of 3e4 s = 8.3 h each: 33.3 h in all
+    assert len(w) == 1 and "8.3 h for its 300,000 steps" in w[0] and "33.3 h" in w[0]
+    assert "10.0 steps/s" in w[0]
+    assert drive(1_000_000, 1) == []       # once per process
 
 
 # ---------------------------------------------------------------- 5. stale files
