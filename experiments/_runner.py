@@ -97,7 +97,7 @@ import numpy as np
 
 import gpt.train
 from gpt import GPT, GPTConfig
-from gpt.atomic import AtomicGroup
+from gpt.atomic import AtomicGroup, check_replaceable
 from gpt.checkpoint import save_checkpoint
 from gpt.config import MLPS, NORMS, POSITIONS
 from gpt.data import CharTokenizer, check_split_length, load_corpus, train_val_split
@@ -374,6 +374,10 @@ class Plan:
         for name in names:
             if (self.output_dir / name).is_dir():
                 raise UsageError(f"cannot write {self.output_dir / name}: it is a directory")
+            try:
+                check_replaceable(self.output_dir / name)
+            except OSError as e:
+                raise UsageError(f"cannot write {self.output_dir / name}: {e.strerror}") from None
 
     def owned_files(self) -> List[Path]:
         """Files now in the output directory that bear this study's own names (its fixed

@@ -83,7 +83,8 @@ def json_number(x: float) -> Optional[float]:
 
 def check_json_path(path: str) -> Path:
     """Validate a ``--json`` destination before any work: its directory must exist and be a
-    directory, and the path itself must not be a directory.
+    directory, and the path itself must not be a directory, a device, a FIFO or a socket (an
+    atomic write would swap it for a regular file).
 
     Raises:
         UsageError: naming the problem.
@@ -93,6 +94,9 @@ def check_json_path(path: str) -> Path:
     p = Path(path)
     if p.is_dir():
         raise UsageError(f"--json: {p} is a directory; give a file path")
+    if os.path.lexists(p) and not (p.is_symlink() or p.is_file()):
+        raise UsageError(f"--json: {p} is not a regular file (a device, FIFO or socket); give "
+                         f"a file path")
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.exists():
         raise UsageError(f"--json: directory {parent} does not exist")

@@ -46,7 +46,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from gpt.atomic import AtomicGroup
+from gpt.atomic import AtomicGroup, check_replaceable
 from layers.layernorm import layernorm_backward, layernorm_forward
 from layers.rmsnorm import rmsnorm_backward, rmsnorm_forward
 
@@ -460,6 +460,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for name in ("results.json", "run_log.txt"):
             if (out / name).is_dir():
                 raise UsageError(f"cannot write {out / name}: it is a directory")
+            try:
+                check_replaceable(out / name)
+            except OSError as e:
+                raise UsageError(f"cannot write {out / name}: {e.strerror}") from None
     except UsageError as e:
         fail(PROG, str(e))
     names = ["tiny"] if args.tiny else list(SHAPES)

@@ -8,6 +8,7 @@ import importlib
 import io
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 from experiments import _runner, four_variants
 from experiments._cli import run_main
 from gpt import GPT, GPTConfig
+from gpt.atomic import atomic_write_text
 from gpt.checkpoint import load_checkpoint, save_checkpoint
 from gpt.data import CharTokenizer, eval_windows, load_corpus
 
@@ -137,6 +139,24 @@ def test_a_fifo_or_device_as_corpus_is_refused_at_once(tmp_path):
         err = r.stderr.strip().splitlines()
         assert r.returncode == 2 and len(err) == 1 and "regular file" in err[0], r.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_an_output_path_that_is_a_fifo_is_refused_and_left_alone(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    os.mkfifo(out / "results.json")
+    os.mkfifo(tmp_path / "rows.json")
+    for args in (["experiments.four_variants", "--steps", "1", *TINY, "--output-dir", str(out)],
+                 ["experiments.norm_cost", "--tiny", "--repeats", "1", "--output-dir", str(out)],
+                 ["experiments.gradcheck_report", "--fast", "--json", "rows.json"]):
+        r = _run(args, tmp_path, timeout=60)
+        err = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(err) == 1 and "not a regular file" in err[0], r.stderr
+    assert stat.S_ISFIFO(os.lstat(out / "results.json").st_mode)   # still a FIFO
+    assert stat.S_ISFIFO(os.lstat(tmp_path / "rows.json").st_mode)
+    assert sorted(p.name for p in out.iterdir()) == ["results.json"]
+    with pytest.raises(OSError, match="not a regular file"):
+        atomic_write_text(out / "results.json", "{}")
 
 
 STAGES = {  # stage -> (module, attribute) raising KeyboardInterrupt there
