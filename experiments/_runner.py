@@ -230,8 +230,8 @@ def build_parser(study: Study) -> ArgumentParser:
                    help="number of seeds, S .. S+N-1 (default 1); every variant gets the same "
                         "seeds, so differences are paired")
     p.add_argument("--corpus", type=path_arg, default=None, metavar="PATH",
-                   help="a UTF-8 text file, a regular file (default: the built-in "
-                        "48-character corpus)")
+                   help="a UTF-8 text file; a regular file, not a FIFO or device (default: "
+                        "the built-in 48-character corpus)")
     p.add_argument("--output-dir", type=path_arg, default=study.default_output_dir,
                    metavar="DIR", help=f"where to write the outputs "
                                        f"(default {study.default_output_dir})")
