@@ -297,8 +297,8 @@ def _versions() -> Dict[str, str]:
             "numpy": np.__version__, "platform": platform.platform()}
 
 
-def _sha256(text: str, chunk: int = 1 << 24) -> str:
-    """SHA-256 of ``text`` in UTF-8, encoded 16 Mi characters at a time (no second copy of a
+def _sha256(text: str, chunk: int = 1 << 20) -> str:
+    """SHA-256 of ``text`` in UTF-8, encoded 1 Mi characters at a time (no second copy of a
     large corpus)."""
     h = hashlib.sha256()
     for i in range(0, len(text), chunk):
