@@ -10,25 +10,35 @@
   destination's directory and ``os.replace`` it over the destination, so a reader never sees a
   half-written file and an interrupted run leaves none behind.
 
-``fail``, ``ArgumentParser`` and ``int_arg`` live in ``gpt/cli.py`` (``python -m gpt.generate``
+- ``Printer`` (stdout that records a failed write) and ``run_main`` (every command's entry
+  point: Ctrl-C at any stage, a failed stdout; see ``gpt/cli.py``).
+
+``fail``, ``ArgumentParser``, ``int_arg``, ``Printer`` and ``run_main`` live in ``gpt/cli.py`` (``python -m gpt.generate``
 uses them too, and gpt imports nothing from experiments); the atomic writers in ``gpt/atomic.py``.
 """
 from __future__ import annotations
 
 import argparse
-import contextlib
+import datetime
+import secrets
 import math
 import os
-import sys
 import tempfile
 from pathlib import Path
 from typing import Union
 
 from gpt.atomic import atomic_write_bytes, atomic_write_text, atomic_writer  # noqa: F401 (re-exported)
-from gpt.cli import EXIT_USAGE, ArgumentParser, fail, int_arg  # noqa: F401 (re-exported)
+from gpt.cli import (EXIT_INTERRUPTED, EXIT_USAGE, ArgumentParser, Printer,  # noqa: F401
+                     fail, int_arg, interrupted, mark_outputs_written, run_main)  # (re-exported)
 
 __all__ = [
     "EXIT_USAGE",
+    "EXIT_INTERRUPTED",
+    "Printer",
+    "run_main",
+    "interrupted",
+    "new_run_id",
+    "mark_outputs_written",
     "UsageError",
     "ArgumentParser",
     "fail",
@@ -114,23 +124,9 @@ def check_output_dir(path: PathLike) -> Path:
     return p
 
 
-class Printer:
-    """``print`` to stdout that survives a closed or failing stdout (``| head -1``,
-    ``> /dev/full``): on the first BrokenPipeError/OSError it stops printing, points stdout at
-    /dev/null so the interpreter's final flush is quiet, and lets the command finish its work
-    (writing its files, computing its exit status).
-    """
-
-    def __init__(self) -> None:
-        self.ok = True
-
-    def __call__(self, *args, **kwargs) -> None:
-        if not self.ok:
-            return
-        try:
-            print(*args, **kwargs, flush=True)
-        except OSError:  # BrokenPipeError is an OSError
-            self.ok = False
-            with contextlib.suppress(OSError, ValueError, AttributeError):
-                devnull = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(devnull, sys.stdout.fileno())
+def new_run_id() -> str:
+    """A fresh run id: UTC time and 8 random hex digits, e.g. ``20261130T003512Z-3f9a1c2e``.
+    Written into a run's results.json and checkpoints, so its files are recognisable as one
+    run's."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"

@@ -41,6 +41,8 @@ class Report:
         self.plan, self.study, self.runs, self.seeds = plan, plan.study, runs, plan.seeds
         self.uniform_baseline = math.log(plan.vocab_size)
         self.summaries = {v.name: self.summary(v.name) for v in self.study.variants}
+        self.files: List[str] = []    # the files this run writes (results.json's manifest)
+        self.removed: List[str] = []  # files of the study's names left by an earlier run
 
     def runs_of(self, name: str) -> List[Dict[str, Any]]:
         """The runs of variant ``name``, in seed order."""
@@ -295,6 +297,15 @@ def _versions() -> Dict[str, str]:
             "numpy": np.__version__, "platform": platform.platform()}
 
 
+def _sha256(text: str, chunk: int = 1 << 20) -> str:
+    """SHA-256 of ``text`` in UTF-8, encoded 1 Mi characters at a time (no second copy of a
+    large corpus)."""
+    h = hashlib.sha256()
+    for i in range(0, len(text), chunk):
+        h.update(text[i:i + chunk].encode("utf-8"))
+    return h.hexdigest()
+
+
 def results_dict(report: Report) -> Dict[str, Any]:
     """The results.json document (see ``results_json``)."""
     from experiments._runner import CLIP, TRAIN_FRACTION, WEIGHT_DECAY
@@ -305,8 +316,16 @@ def results_dict(report: Report) -> Dict[str, Any]:
     model_cfg = {k: v for k, v in plan.configs[study.baseline.name].to_dict().items()
                  if k not in varied}
     runs = [{k: v for k, v in e.items() if not k.startswith("_")} for e in report.runs]
+    cap = getattr(plan, "eval_tokens", None)
+    tokens = {}
+    for split, data in (("train", plan.train_data), ("val", plan.val_data)):
+        w = eval_windows(data, args.block_size, cap)
+        tokens[split] = (int(w[0].shape[0]), int(w[2].sum()))
     return {
         "experiment": study.name,
+        "run_id": getattr(plan, "run_id", None),
+        "files": list(report.files),
+        "removed_from_an_earlier_run": list(report.removed),
         "status": "diverged" if report.any_diverged else "ok",
         "config": {
             "steps": plan.steps, "seed": report.seeds[0], "seeds": report.seeds,
@@ -322,16 +341,23 @@ def results_dict(report: Report) -> Dict[str, Any]:
                 "name": "built-in: Jane Austen, Pride and Prejudice (1813), opening of "
                         "chapter 1, Project Gutenberg eBook #1342" if args.corpus is None
                         else Path(args.corpus).name,
-                "sha256": hashlib.sha256(plan.text.encode("utf-8")).hexdigest(),
+                "sha256": _sha256(plan.text),
                 "characters": len(plan.text), "vocab_size": plan.vocab_size,
                 "train_fraction": TRAIN_FRACTION,
                 "train_tokens": int(len(plan.train_data)), "val_tokens": int(len(plan.val_data)),
             },
             "evaluation": {
-                "train_loss/val_loss": "mean cross-entropy (nats/token) over every target "
-                                       "position of the split, fixed windows of block_size",
-                "train_windows": int(eval_windows(plan.train_data, args.block_size)[0].shape[0]),
-                "val_windows": int(eval_windows(plan.val_data, args.block_size)[0].shape[0]),
+                "train_loss/val_loss": "mean cross-entropy (nats/token) over the split's "
+                                       "target positions (at most eval_tokens), fixed windows "
+                                       "of block_size",
+                "eval_tokens": cap,
+                "train_windows": tokens["train"][0], "val_windows": tokens["val"][0],
+                "train_loss_tokens": tokens["train"][1], "val_loss_tokens": tokens["val"][1],
+                "val_curve_tokens": tokens["val"][1],
+                "tokens": "train_loss_tokens/val_loss_tokens: target positions each final loss "
+                          "covers (every position of the split when it has at most eval_tokens, "
+                          "else windows spread evenly over it); val_curve_tokens: the same for "
+                          "each val_curve point",
                 "train_loss_one_batch/val_loss_one_batch":
                     "the chapter's estimate: loss on one random batch of batch_size windows, "
                     "drawn after training from the same generator",

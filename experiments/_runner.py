@@ -26,7 +26,9 @@ What ``run_study`` does, in order:
 
 1. Parses the common options (``build_parser``): ``--tiny`` (default, 200 steps) / ``--full``
    (2000) / ``--steps N``, ``--seed S`` and ``--seeds N`` (seeds S .. S+N-1), ``--corpus``,
-   ``--output-dir``, ``--jobs N``, ``--eval-every K``, ``--no-plots``, ``--save-checkpoints``,
+   ``--output-dir``, ``--jobs N``, ``--eval-every K``, ``--eval-tokens N`` (each loss over at
+   most N target positions of its split, default ``EVAL_TOKENS``), ``--progress-interval S``,
+   ``--no-plots``, ``--save-checkpoints``,
    the model and optimiser sizes (the chapter's defaults, shown in ``--help``), and ``--norm``,
    ``--mlp``, ``--pos`` for each field that no variant of the study sets. ``Study.add_arguments``
    may add more.
@@ -44,8 +46,10 @@ What ``run_study`` does, in order:
    a 95 % Student-t interval (``experiments._stats``).
 5. Writes ``run_log.txt``, ``results.json``, ``curves.csv`` and (with matplotlib)
    ``loss_curves.png``, ``deltas.png`` and ``grad_norms.png`` as one atomic group (``gpt.atomic.AtomicGroup``),
-   plus ``Study.extra_outputs(report) -> {file name: text}`` and the checkpoints; then prints
-   the table on stdout.
+   plus ``Study.extra_outputs(report) -> {file name: text}`` and the checkpoints; files of the
+   study's own names left by an earlier run and not rewritten are removed in the same group
+   (``Plan.owned_files``); ``results.json`` and every checkpoint carry the run's ``run_id``.
+   Then prints the table on stdout.
 
 Optional hooks on ``Study``: ``columns`` and ``run_label`` (how the table names a variant),
 ``closing(report) -> list of lines`` (run_log's closing block, also printed on stdout;
@@ -67,14 +71,21 @@ building blocks of a closing block are there too (``differences_block``, ``param
 ``grad_norm_block``, ``divergence_findings``, ``differences_and_params``).
 
 Exit status: 0 every job trained; 1 a job diverged (everything still written); 2 bad input or
-the outputs cannot be written (one line on stderr, nothing written); 130 interrupted.
+the outputs cannot be written (one line on stderr, nothing written), or stdout cannot be
+written (``gpt.cli.run_main``); 130 interrupted (one line, nothing written).
+
+Progress (stderr): redrawn in place on a terminal; otherwise a line every
+``--progress-interval`` seconds with step, loss, steps/s and ETA (``_Progress``). ``--steps``
+above ``MAX_STEPS`` is refused; a run estimated over a day is warned about once.
 """
 from __future__ import annotations
 
+import argparse
 import concurrent.futures as cf
 import math
 import multiprocessing
 import os
+import re
 import signal
 import sys
 import time
@@ -86,7 +97,7 @@ import numpy as np
 
 import gpt.train
 from gpt import GPT, GPTConfig
-from gpt.atomic import AtomicGroup
+from gpt.atomic import AtomicGroup, check_replaceable
 from gpt.checkpoint import save_checkpoint
 from gpt.config import MLPS, NORMS, POSITIONS
 from gpt.data import CharTokenizer, check_split_length, load_corpus, train_val_split
@@ -95,6 +106,7 @@ from gpt.train import TrainingDiverged, estimate_loss, evaluate
 from experiments import _plots, _report
 from experiments._threads import add_threads_option
 from experiments._cli import (ArgumentParser, Printer, UsageError, check_output_dir, fail,
+                              int_arg, interrupted, mark_outputs_written, new_run_id,
                               nonnegative_int, path_arg, positive_float, positive_int)
 
 __all__ = ["Variant", "Study", "Plan", "build_parser", "run_job", "run_jobs", "run_study",
@@ -107,6 +119,22 @@ TRAIN_FRACTION = 0.9
 WEIGHT_DECAY = 0.01
 CLIP = 1.0
 EVAL_EVERY = 10
+#: Default cap on the target positions of each split an evaluation covers (``--eval-tokens``):
+#: far above the built-in corpus (1594 train, 177 val), so it is evaluated exactly as before;
+#: a large corpus is evaluated on ~16 Ki positions spread over each split.
+EVAL_TOKENS = 16384
+#: Largest accepted ``--steps`` (the tiny model trains ~20-50 steps/s on one core, so this is
+#: already several hours per run); larger values are refused before anything runs.
+MAX_STEPS = 1_000_000
+#: Seconds between progress lines when stderr is not a terminal (``--progress-interval``).
+PROGRESS_INTERVAL = 10.0
+#: Warn when a run's estimated time, measured over its first steps, exceeds this (seconds).
+ETA_WARN_SECONDS = 86400.0
+#: A corpus larger than this (bytes) gets a line on stderr as it is read and tokenised.
+LARGE_CORPUS_BYTES = 8 << 20
+#: The files every study writes (the run's own names; ``Study.output_names`` adds more).
+OUTPUT_NAMES = ("results.json", "run_log.txt", "curves.csv", "loss_curves.png", "deltas.png",
+                "grad_norms.png")
 CHOICE_FIELDS = (("norm", NORMS, "ln"), ("mlp", MLPS, "gelu"), ("pos", POSITIONS, "learned"))
 
 
@@ -139,6 +167,10 @@ class Study:
     """A study command: its variants (the first is the baseline) and its reporting hooks.
 
     See the module docstring for the hooks. ``columns`` are (label key, width) pairs.
+    ``output_names``: the names of the files ``extra_outputs``/``extra_figures`` write (the
+    run's own names: a copy left by an earlier run is removed when this run does not write it).
+    ``prepare(plan) -> Study``: called once the plan is validated; returns the study to run
+    (e.g. with an ``instrument`` built from the plan's data).
     """
 
     name: str
@@ -153,6 +185,8 @@ class Study:
     add_arguments: Optional[Callable[[ArgumentParser], None]] = None
     extra_figures: Optional[Callable[[Any, Any, Callable[[str], Path]], None]] = None
     closing_on_stdout_with_one_seed: bool = True
+    output_names: Tuple[str, ...] = ()
+    prepare: Optional[Callable[[Any], "Study"]] = None
 
     @property
     def baseline(self) -> Variant:
@@ -181,20 +215,24 @@ def build_parser(study: Study) -> ArgumentParser:
     p = ArgumentParser(
         prog=study.prog, description=study.description,
         epilog="Exit status: 0 every run trained; 1 a run diverged (NaN/inf loss; results still "
-               "written); 2 bad input (nothing written); 130 interrupted.")
+               "written); 2 bad input (nothing written) or stdout not writable; 130 "
+               "interrupted (nothing written). --corpus must be a regular file (not a FIFO or "
+               "device).")
     length = p.add_mutually_exclusive_group()
     length.add_argument("--tiny", action="store_true",
                         help=f"{TINY_STEPS} steps per run (the default)")
     length.add_argument("--full", action="store_true", help=f"{FULL_STEPS} steps per run")
-    p.add_argument("--steps", type=positive_int, default=None, metavar="N",
-                   help="steps per run (overrides --tiny/--full)")
+    p.add_argument("--steps", type=_steps_arg, default=None, metavar="N",
+                   help=f"steps per run, at most {MAX_STEPS:,} (default: {TINY_STEPS}, "
+                        f"or --full's {FULL_STEPS})")
     p.add_argument("--seed", type=nonnegative_int, default=0, metavar="S",
                    help="first seed (default 0); a seed fixes a run's initialisation and batches")
     p.add_argument("--seeds", type=positive_int, default=1, metavar="N",
                    help="number of seeds, S .. S+N-1 (default 1); every variant gets the same "
                         "seeds, so differences are paired")
     p.add_argument("--corpus", type=path_arg, default=None, metavar="PATH",
-                   help="a UTF-8 text file (default: the built-in 48-character corpus)")
+                   help="a UTF-8 text file; a regular file, not a FIFO or device (default: "
+                        "the built-in 48-character corpus)")
     p.add_argument("--output-dir", type=path_arg, default=study.default_output_dir,
                    metavar="DIR", help=f"where to write the outputs "
                                        f"(default {study.default_output_dir})")
@@ -203,22 +241,41 @@ def build_parser(study: Study) -> ArgumentParser:
                         "do not depend on N")
     p.add_argument("--eval-every", type=positive_int, default=EVAL_EVERY, metavar="K",
                    help=f"validation loss every K steps in curves.csv (default {EVAL_EVERY})")
+    p.add_argument("--eval-tokens", type=positive_int, default=EVAL_TOKENS, metavar="N",
+                   help=f"evaluate each loss on at most N target positions of its split, in "
+                        f"windows spread evenly over it (default {EVAL_TOKENS}; a smaller split "
+                        f"is evaluated whole; results.json says how many each figure covers)")
+    p.add_argument("--progress-interval", type=positive_float, default=PROGRESS_INTERVAL,
+                   metavar="SECONDS",
+                   help=f"when stderr is not a terminal, a progress line every SECONDS "
+                        f"(default {PROGRESS_INTERVAL:g}); on a terminal the line is redrawn "
+                        f"in place")
     p.add_argument("--no-plots", action="store_true", help="do not write the PNG figures")
     add_threads_option(p)
     p.add_argument("--save-checkpoints", action="store_true",
                    help="also write each trained model as <variant>.npz "
-                        "(<variant>_seed<S>.npz with several seeds)")
+                        "(<variant>_seed<S>.npz with several seeds); without it, checkpoints "
+                        "of this study's variants left in the folder by an earlier run are "
+                        "removed (default: off)")
     g = p.add_argument_group("model and optimiser (defaults are the chapter's)")
-    g.add_argument("--batch-size", type=positive_int, default=32, help="(default 32)")
-    g.add_argument("--block-size", type=positive_int, default=32, help="(default 32)")
-    g.add_argument("--n-layers", type=positive_int, default=2, help="(default 2)")
-    g.add_argument("--n-heads", type=positive_int, default=4, help="(default 4)")
-    g.add_argument("--d-model", type=positive_int, default=64, help="(default 64)")
+    g.add_argument("--batch-size", type=positive_int, default=32, metavar="B",
+                   help="windows per training step, and per forward pass when evaluating "
+                        "(default 32)")
+    g.add_argument("--block-size", type=positive_int, default=32, metavar="T",
+                   help="context length: characters per window (default 32)")
+    g.add_argument("--n-layers", type=positive_int, default=2, metavar="L",
+                   help="transformer blocks (default 2)")
+    g.add_argument("--n-heads", type=positive_int, default=4, metavar="H",
+                   help="attention heads per block; must divide --d-model (default 4)")
+    g.add_argument("--d-model", type=positive_int, default=64, metavar="C",
+                   help="width of the residual stream (default 64)")
     varied = {k for v in study.variants for k in v.overrides}
     for name, choices, default in CHOICE_FIELDS:
         if name not in varied:
+            what = {"norm": "normalisation layer", "mlp": "MLP of each block",
+                    "pos": "position encoding"}[name]
             g.add_argument(f"--{name}", choices=choices, default=default,
-                           help=f"(default {default}, as the chapter)")
+                           help=f"{what} (default {default}, as the chapter)")
     g.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                    help="dtype of the weights and the computation (default float32)")
     g.add_argument("--lr", type=positive_float, default=3e-3,
@@ -226,6 +283,18 @@ def build_parser(study: Study) -> ArgumentParser:
     if study.add_arguments is not None:
         study.add_arguments(p)
     return p
+
+
+def _steps_arg(text: str) -> int:
+    """``--steps``: an integer in 1 .. MAX_STEPS."""
+    v = int_arg(text)
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    if v > MAX_STEPS:
+        raise argparse.ArgumentTypeError(
+            f"{text} steps is more than the maximum of {MAX_STEPS:,} per run (the tiny model "
+            f"trains tens of steps per second: {MAX_STEPS:,} steps already take hours)")
+    return v
 
 
 # ---------------------------------------------------------------------------- plan
@@ -249,6 +318,12 @@ class Plan:
         self.steps = args.steps if args.steps is not None else (FULL_STEPS if args.full
                                                                else TINY_STEPS)
         self.seeds = list(range(args.seed, args.seed + args.seeds))
+        self.run_id = new_run_id()
+        size = _file_size(args.corpus)
+        large = size is not None and size > LARGE_CORPUS_BYTES
+        if large:
+            _note(f"{study.name}: reading corpus {args.corpus} ({size / 1e6:.1f} MB) ...")
+        t0 = time.perf_counter()
         try:
             self.text = load_corpus(args.corpus)
         except (FileNotFoundError, IsADirectoryError, ValueError) as e:
@@ -257,9 +332,16 @@ class Plan:
             raise UsageError(f"cannot read corpus {args.corpus}: {e.strerror or e}") from None
         self.corpus_label = "built-in" if args.corpus is None else str(args.corpus)
         corpus_name = "the built-in corpus" if args.corpus is None else f"corpus {args.corpus}"
+        if large:
+            _note(f"{study.name}: read and decoded in {time.perf_counter() - t0:.2f} s; "
+                  f"tokenising {len(self.text):,} characters ...")
+        t0 = time.perf_counter()
         self.tokenizer = CharTokenizer(self.text)
         self.vocab_size = self.tokenizer.vocab_size
-        data = self.tokenizer.encode(self.text)
+        data = self.tokenizer.encode(self.text)  # uint8 ids for up to 256 characters
+        if large:
+            _note(f"{study.name}: tokenised in {time.perf_counter() - t0:.2f} s (vocab "
+                  f"{self.vocab_size}, ids {data.dtype}, {data.nbytes / 1e6:.1f} MB)")
         self.train_data, self.val_data = train_val_split(data, TRAIN_FRACTION)
         for name, split in (("training split", self.train_data),
                             ("validation split", self.val_data)):
@@ -286,14 +368,33 @@ class Plan:
                 f"the model and batch need at least {need / 2**30:.1f} GiB of memory to train "
                 f"(weights, gradients, AdamW state, activations), more than this machine's "
                 f"{have / 2**30:.1f} GiB; reduce --d-model, --n-layers or --batch-size")
+        self.eval_tokens = int(getattr(args, "eval_tokens", EVAL_TOKENS))
         self.output_dir = check_output_dir(args.output_dir)
-        names = ["results.json", "run_log.txt", "curves.csv", "loss_curves.png", "deltas.png",
-                 "grad_norms.png"]
+        names = list(OUTPUT_NAMES) + list(study.output_names)
         if args.save_checkpoints:
             names += [self.checkpoint_name(v, s) for v in study.variants for s in self.seeds]
         for name in names:
             if (self.output_dir / name).is_dir():
                 raise UsageError(f"cannot write {self.output_dir / name}: it is a directory")
+            try:
+                check_replaceable(self.output_dir / name)
+            except OSError as e:
+                raise UsageError(f"cannot write {self.output_dir / name}: {e.strerror}") from None
+
+    def owned_files(self) -> List[Path]:
+        """Files now in the output directory that bear this study's own names (its fixed
+        outputs, ``Study.output_names`` and ``<variant>.npz`` / ``<variant>_seed<S>.npz`` of its
+        variants): whatever this run does not rewrite of these is an earlier run's, removed
+        with this run's commit so that the folder holds one run's files."""
+        out = self.output_dir
+        if not out.is_dir():
+            return []
+        fixed = set(OUTPUT_NAMES) | set(self.study.output_names)
+        ckpt = re.compile("^(" + "|".join(re.escape(v.slug) for v in self.study.variants)
+                          + r")(_seed\d+)?\.npz$")
+        return sorted(p for p in out.iterdir()
+                      if (p.name in fixed or ckpt.match(p.name)) and p.is_file()
+                      and not p.is_symlink())
 
     def checkpoint_name(self, variant: Variant, seed: int) -> str:
         """``<slug>.npz`` with one seed, ``<slug>_seed<S>.npz`` with several."""
@@ -302,6 +403,18 @@ class Plan:
     def jobs(self) -> List[Tuple[Variant, int]]:
         """Every (variant, seed), variant-major, in the study's order."""
         return [(v, s) for v in self.study.variants for s in self.seeds]
+
+
+def _file_size(path) -> Optional[int]:
+    try:
+        return os.stat(path).st_size if path is not None else None
+    except OSError:
+        return None
+
+
+def _note(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
 
 
 def memory_lower_bound(config: GPTConfig, batch_size: int) -> int:
@@ -332,34 +445,118 @@ def _physical_memory() -> Optional[int]:
 # ---------------------------------------------------------------------------- one job
 
 
-class _Progress:
-    """One progress line per run on stderr: refreshed in place on a terminal, else printed once
-    when the run ends."""
+def _fmt_seconds(t: float) -> str:
+    """``42 s``, ``3.5 min``, ``2.1 h``, ``3.2 days``."""
+    if not math.isfinite(t):
+        return "?"
+    if t < 90:
+        return f"{t:.0f} s"
+    if t < 5400:
+        return f"{t / 60:.1f} min"
+    if t < 2 * 86400:
+        return f"{t / 3600:.1f} h"
+    return f"{t / 86400:.1f} days"
 
-    def __init__(self, name: str, steps: int, tty: bool, stream=sys.stderr) -> None:
-        self.name, self.steps, self.stream, self.tty = name, steps, stream, tty
-        self.t0 = time.perf_counter()
-        self.last_draw = 0.0
+
+_WARNED: List[bool] = []  # the over-a-day warning was given in this process
+
+
+class _Progress:
+    """A run's progress on stderr: step, loss, steps/s and the estimated time left (ETA).
+
+    On a terminal the line is redrawn in place (at most 5 times a second); otherwise (a log
+    file, a pipe, a batch job) a full line is printed every ``interval`` seconds, so a long run
+    shows it is alive. The final evaluation reports the tokens evaluated the same way. Once
+    the run has trained for ``warn_after`` seconds (or 50 steps), if the estimated time of the
+    run times ``runs`` (the runs one process trains in turn) exceeds ``ETA_WARN_SECONDS``, one
+    warning line says so (once per process).
+
+    ``clock`` is ``time.perf_counter`` (replaceable for tests).
+    """
+
+    def __init__(self, name: str, steps: int, tty: bool, stream=None,
+                 interval: float = PROGRESS_INTERVAL, clock=time.perf_counter,
+                 warn_after: float = 2.0, prog: str = "", runs: int = 1) -> None:
+        self.name, self.steps, self.tty, self.interval = name, steps, tty, interval
+        self.stream = sys.stderr if stream is None else stream
+        self.clock, self.warn_after, self.prog, self.runs = clock, warn_after, prog, runs
+        self.t0 = clock()
+        self.last_draw = self.t0
         self.step, self.loss = 0, float("nan")
+        self.warned = False
+        self.eval_text = ""
+        self.t_end = None  # when the last step finished (the rate excludes the evaluation)
+
+    def _elapsed(self) -> float:
+        return (self.clock() if self.t_end is None else self.t_end) - self.t0
+
+    def rate(self) -> float:
+        dt = self._elapsed()
+        return self.step / dt if dt > 0 else 0.0
+
+    def eta(self) -> float:
+        r = self.rate()
+        return (self.steps - self.step) / r if r > 0 else float("inf")
 
     def _line(self) -> str:
-        dt = time.perf_counter() - self.t0
-        rate = self.step / dt if dt > 0 else 0.0
+        dt = self._elapsed()
         loss = format(self.loss, ".4g" if abs(self.loss) >= 1e4 else ".4f")
-        return (f"  {self.name:12s} step {self.step:>{len(str(self.steps))}d}/{self.steps}  "
-                f"loss {loss}  {rate:6.1f} steps/s  {dt:6.1f} s")
+        line = (f"  {self.name:12s} step {self.step:>{len(str(self.steps))}d}/{self.steps}  "
+                f"loss {loss}  {self.rate():6.1f} steps/s  {dt:6.1f} s")
+        if self.eval_text:
+            return line + "  " + self.eval_text
+        if self.step < self.steps:
+            line += f"  ETA {_fmt_seconds(self.eta())}"
+        return line
+
+    def _emit(self, force: bool = False) -> None:
+        now = self.clock()
+        due = (now - self.last_draw > 0.2) if self.tty else (now - self.last_draw >= self.interval)
+        if not (due or force):
+            return
+        self.last_draw = now
+        if self.tty:
+            self.stream.write("\r" + self._padded(self._line()))
+        else:
+            self.stream.write(self._line() + "\n")
+        self.stream.flush()
 
     def __call__(self, step: int, loss: float) -> None:
         self.step, self.loss = step, loss
-        now = time.perf_counter()
-        if self.tty and (now - self.last_draw > 0.2 or step == self.steps):
-            self.last_draw = now
-            self.stream.write("\r" + self._line())
-            self.stream.flush()
+        if step == self.steps:
+            self.t_end = self.clock()
+        if not self.warned and step < self.steps and (
+                self.clock() - self.t0 >= self.warn_after or step >= 50):
+            self.warned = True
+            total = self.steps / self.rate() if self.rate() > 0 else float("inf")
+            if total * self.runs > ETA_WARN_SECONDS and not _WARNED:
+                _WARNED.append(True)  # once per process, not once per run
+                study = (f", about {_fmt_seconds(total * self.runs)} for the study's "
+                         f"{self.runs} runs in turn" if self.runs > 1 else "")
+                self.stream.write(
+                    f"{chr(13) + chr(10) if self.tty else ''}{self.prog or 'warning'}: warning: "
+                    f"at {self.rate():.1f} steps/s, {self.name.strip()} needs about "
+                    f"{_fmt_seconds(total)} for its {self.steps:,} steps{study} (Ctrl-C stops "
+                    f"it, nothing written); ask for fewer --steps\n")
+                self.stream.flush()
+        self._emit(force=self.tty and step == self.steps)
+
+    def evaluating(self, split: str, done: int, total: int) -> None:
+        """Progress of the final evaluation: ``done`` of ``total`` target positions."""
+        self.eval_text = f"evaluating {split} {done}/{total} tokens"
+        self._emit()
+
+    def _padded(self, line: str) -> str:
+        """``line`` padded with spaces over a longer line drawn before it (terminal only)."""
+        width, self.drawn = getattr(self, "drawn", 0), len(line)
+        return line + " " * max(0, width - len(line))
 
     def close(self, note: str = "") -> None:
+        self.eval_text = ""
         line = self._line() + (f"  {note}" if note else "")
-        self.stream.write(("\r" if self.tty else "") + line + "\n")
+        if self.tty:
+            line = "\r" + self._padded(line)
+        self.stream.write(line + "\n")
         self.stream.flush()
 
 
@@ -380,6 +577,10 @@ class JobSpec:
     tty: bool = False
     keep_state: bool = False
     instrument: Optional[Callable[[Any, Variant, int], Any]] = None
+    eval_tokens: Optional[int] = EVAL_TOKENS
+    progress_interval: float = PROGRESS_INTERVAL
+    prog: str = ""
+    runs: int = 1
 
 
 def _json_float(x: float):
@@ -393,8 +594,8 @@ def run_job(spec: JobSpec) -> Dict[str, Any]:
 
     Returns the run's entry: ``name``, ``seed``, ``params``, ``status`` ("ok" or "diverged"),
     ``message``, ``diverged_at`` ({step, what, value} or None), ``steps_completed``,
-    ``train_loss``/``val_loss`` (mean over every position of each split, nats/token, None when
-    diverged), the chapter's one-batch estimates, ``loss_curve`` and ``grad_norms`` (one per
+    ``train_loss``/``val_loss`` (mean over the split's target positions, at most
+    ``eval_tokens`` of them spread evenly over it, nats/token, None when diverged), the chapter's one-batch estimates, ``loss_curve`` and ``grad_norms`` (one per
     completed step), ``val_curve`` ([[step, val loss], ...] every ``eval_every`` steps and at
     the last step), ``seconds``, ``steps_per_second``, ``extra`` (the instrument's result),
     and, with ``keep_state``, ``_state`` (the trained parameters).
@@ -404,7 +605,8 @@ def run_job(spec: JobSpec) -> Dict[str, Any]:
     if v.modify is not None:
         v.modify(model)
     rng = np.random.default_rng(spec.seed)
-    progress = _Progress(spec.progress_name, spec.steps, spec.tty)
+    progress = _Progress(spec.progress_name, spec.steps, spec.tty,
+                         interval=spec.progress_interval, prog=spec.prog, runs=spec.runs)
     instrument = spec.instrument(model, v, spec.seed) if spec.instrument else None
     if instrument is not None:
         instrument(0, model)
@@ -414,7 +616,8 @@ def run_job(spec: JobSpec) -> Dict[str, Any]:
         progress(step, loss)
         if step % spec.eval_every == 0 or step == spec.steps:
             val_curve.append([step, _json_float(evaluate(model, spec.val_data,
-                                                         batch_size=spec.batch_size))])
+                                                         batch_size=spec.batch_size,
+                                                         max_tokens=spec.eval_tokens))])
             if instrument is not None:
                 instrument(step, model)
 
@@ -436,10 +639,16 @@ def run_job(spec: JobSpec) -> Dict[str, Any]:
                      seconds=round(e.seconds, 3), steps_per_second=None, checkpoint=None,
                      extra=getattr(instrument, "result", lambda: None)())
         return entry
-    progress.close()
+    t_eval = time.perf_counter()
     with np.errstate(all="ignore"):  # a blown-up model is reported below, not warned about
-        train_loss = evaluate(model, spec.train_data, batch_size=spec.batch_size)
-        val_loss = evaluate(model, spec.val_data, batch_size=spec.batch_size)
+        train_loss = evaluate(model, spec.train_data, batch_size=spec.batch_size,
+                              max_tokens=spec.eval_tokens,
+                              on_batch=lambda d, n: progress.evaluating("train", d, n))
+        val_loss = evaluate(model, spec.val_data, batch_size=spec.batch_size,
+                            max_tokens=spec.eval_tokens,
+                            on_batch=lambda d, n: progress.evaluating("val", d, n))
+        eval_seconds = time.perf_counter() - t_eval
+        progress.close(f"eval {eval_seconds:.1f} s" if eval_seconds >= 0.5 else "")
         # the chapter's final estimate: one batch of each split, continuing the training stream
         train_1b = estimate_loss(model, spec.train_data, rng, batch_size=spec.batch_size)
         val_1b = estimate_loss(model, spec.val_data, rng, batch_size=spec.batch_size)
@@ -450,7 +659,8 @@ def run_job(spec: JobSpec) -> Dict[str, Any]:
                  seconds=round(result.seconds, 3),
                  steps_per_second=round(spec.steps / result.seconds, 2)
                  if result.seconds > 0 else None,
-                 checkpoint=None, extra=getattr(instrument, "result", lambda: None)())
+                 checkpoint=None, extra=getattr(instrument, "result", lambda: None)(),
+                 eval_seconds=round(eval_seconds, 3))
     for k in ("train_loss", "val_loss", "train_loss_one_batch", "val_loss_one_batch"):
         if not math.isfinite(entry[k]):
             entry[k] = None
@@ -488,7 +698,9 @@ def run_jobs(plan: Plan, jobs: int = 1,
         name = v.name if len(plan.seeds) == 1 else f"{v.name} s{s}"
         specs.append(JobSpec(v, plan.configs[v.name], s, plan.steps, args.batch_size, args.lr,
                              args.eval_every, plan.train_data, plan.val_data, name, tty,
-                             bool(args.save_checkpoints), plan.study.instrument))
+                             bool(args.save_checkpoints), plan.study.instrument,
+                             plan.eval_tokens, args.progress_interval, plan.study.prog,
+                             -(-len(plan.jobs()) // max(1, min(jobs, len(plan.jobs()))))))
     results: List[Optional[Dict[str, Any]]] = [None] * len(specs)
     if jobs <= 1 or len(specs) == 1:
         for i, spec in enumerate(specs):
@@ -533,12 +745,14 @@ def run_study(study: Study, argv: Optional[Sequence[str]] = None) -> int:
         plan = Plan(study, args)
     except UsageError as e:
         fail(study.prog, str(e))
+    if study.prepare is not None:
+        study = plan.study = study.prepare(plan)
     n_seeds = len(plan.seeds)
     seeds_txt = "" if n_seeds == 1 else f" x {n_seeds} seeds"
     sys.stderr.write(
         f"{study.name}: {len(study.variants)} variants{seeds_txt} x {plan.steps} steps, corpus "
         f"{plan.corpus_label} ({len(plan.text)} characters, vocab {plan.vocab_size}), "
-        f"train/val {len(plan.train_data)}/{len(plan.val_data)} tokens\n")
+        f"train/val {len(plan.train_data)}/{len(plan.val_data)} tokens, run {plan.run_id}\n")
     say = Printer()
     by_name = {v.name: v for v in study.variants}
 
@@ -548,7 +762,7 @@ def run_study(study: Study, argv: Optional[Sequence[str]] = None) -> int:
     try:
         runs = run_jobs(plan, args.jobs, on_done)
     except KeyboardInterrupt:
-        sys.stderr.write(f"\n{study.prog}: interrupted; nothing written\n")
+        interrupted(study.prog)
         return EXIT_INTERRUPTED
     except MemoryError as e:
         fail(study.prog, f"out of memory: the model or the batch is too large for this machine "
@@ -559,6 +773,7 @@ def run_study(study: Study, argv: Optional[Sequence[str]] = None) -> int:
     created = [p for p in (out, *out.parents) if not p.exists()]  # deepest first
     plot_note = None
     try:
+        stale = plan.owned_files()  # before mkdir: a new folder has none
         out.mkdir(parents=True, exist_ok=True)
         with AtomicGroup() as group:
             if args.save_checkpoints:
@@ -568,23 +783,34 @@ def run_study(study: Study, argv: Optional[Sequence[str]] = None) -> int:
                         model = GPT(plan.configs[e["name"]], seed=e["seed"])
                         model.load_state_dict(e["_state"])
                         save_checkpoint(model, group.stage(out / fname),
-                                        tokenizer=plan.tokenizer)
+                                        tokenizer=plan.tokenizer, run_id=plan.run_id)
                         e["checkpoint"] = fname
             if not args.no_plots:
                 plot_note = _plots.write_figures(report, group, out)
             group.write_text(out / "curves.csv", _report.curves_csv(report))
             for fname, text in (study.extra_outputs(report) if study.extra_outputs else {}).items():
                 group.write_text(out / fname, text)
+            written = {d.name for d in group.destinations} | {"results.json",
+                                                                     "run_log.txt"}
+            report.files = sorted(written)
+            report.removed = sorted(p.name for p in stale if p.name not in written)
+            for p in stale:
+                if p.name not in written:
+                    group.remove(p)  # an earlier run's file of this study's own name
             group.write_text(out / "results.json", _report.results_json(report))
             group.write_text(out / "run_log.txt", _report.run_log(report))
     except KeyboardInterrupt:
         _remove_empty(created)
-        sys.stderr.write(f"\n{study.prog}: interrupted; nothing written\n")
+        interrupted(study.prog)
         return EXIT_INTERRUPTED
     except OSError as e:
         _remove_empty(created)
         fail(study.prog, f"cannot write the outputs to {out}: {e.strerror or e}; nothing written")
 
+    mark_outputs_written(str(out))
+    if report.removed:
+        sys.stderr.write(f"{study.name}: removed {len(report.removed)} file(s) of an earlier "
+                         f"run: {', '.join(report.removed)}\n")
     for line in _report.stdout_lines(report):
         say(line)
     say(f"\nOutputs written to {out.resolve()}")

@@ -33,7 +33,6 @@ Exit status: 0 when every right backward passes and every wrong one is caught; 1
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, Tuple
 
@@ -53,6 +52,7 @@ from layers.silu import SiLUFunction
 from layers.softmax import SoftmaxFunction
 from layers.swiglu import SwiGLUFunction
 
+from experiments._cli import run_main
 from experiments import _broken as B
 from experiments._cli import ArgumentParser, Printer
 from experiments.gradcheck_report import (add_seed_and_json_options, fmt_err, format_table,
@@ -304,7 +304,8 @@ def build_parser() -> ArgumentParser:
         prog=PROG,
         description="Gradient-check deliberately wrong backward passes beside the right ones.",
         epilog="Exit status: 0 every right backward passes and every wrong one is caught; "
-               "1 otherwise; 2 bad input.")
+               "1 otherwise; 2 bad input or stdout not writable (one line on stderr); 130 "
+               "interrupted.")
     add_seed_and_json_options(p)
     return p
 
@@ -333,4 +334,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(run_main(PROG, main))

@@ -36,6 +36,7 @@ import numpy as np
 import minigrad
 from layers.modules import LayerNorm
 
+from experiments._cli import run_main
 from experiments import _report
 from experiments._runner import Study, Variant, run_study
 
@@ -110,4 +111,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_main(STUDY.prog, main))

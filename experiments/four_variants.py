@@ -20,7 +20,9 @@ closing block follows: each of the chapter's two lessons quoted, with this run's
 verdict beside it (parameter difference with its sign, paired loss differences with their 95 %
 Student-t intervals, and whether each interval excludes zero). One progress line per run goes
 to stderr. Train and val are mean losses over every position of each split (fixed windows,
-deterministic); the chapter's one-random-batch estimates are recorded in results.json.
+deterministic; on a corpus whose split exceeds ``--eval-tokens`` positions, default 16384, over
+that many spread evenly over it); the chapter's one-random-batch estimates are recorded in
+results.json.
 
 Writes to ``--output-dir`` (default ``./outputs/four_variants``), all files as one atomic step:
 ``run_log.txt`` (the chapter's layout, with the checked lessons), ``results.json``,
@@ -44,7 +46,7 @@ from typing import List, Optional, Sequence
 from gpt import GPTConfig  # noqa: F401 (re-exported for the tests and callers)
 
 from experiments import _report, norm_cost
-from experiments._cli import path_arg
+from experiments._cli import path_arg, run_main
 from experiments._runner import (EXIT_DIVERGED, EXIT_INTERRUPTED, EXIT_OK, Study, Variant,
                                  memory_lower_bound as _memory_lower_bound, run_study)
 
@@ -193,4 +195,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_main(PROG, main))

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +36,7 @@ from minigrad import Tensor, gradcheck_report
 from layers import functional as F
 from layers.rope import build_rope_cache
 
+from experiments._cli import run_main
 from experiments._cli import (ArgumentParser, Printer, UsageError, atomic_write_text, fail,
                               nonnegative_int)
 
@@ -83,7 +83,8 @@ def json_number(x: float) -> Optional[float]:
 
 def check_json_path(path: str) -> Path:
     """Validate a ``--json`` destination before any work: its directory must exist and be a
-    directory, and the path itself must not be a directory.
+    directory, and the path itself must not be a directory, a device, a FIFO or a socket (an
+    atomic write would swap it for a regular file).
 
     Raises:
         UsageError: naming the problem.
@@ -93,6 +94,9 @@ def check_json_path(path: str) -> Path:
     p = Path(path)
     if p.is_dir():
         raise UsageError(f"--json: {p} is a directory; give a file path")
+    if os.path.lexists(p) and not (p.is_symlink() or p.is_file()):
+        raise UsageError(f"--json: {p} is not a regular file (a device, FIFO or socket); give "
+                         f"a file path")
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.exists():
         raise UsageError(f"--json: directory {parent} does not exist")
@@ -342,7 +346,8 @@ def build_parser() -> ArgumentParser:
         prog=PROG,
         description="Gradient-check every minigrad primitive and every layer in float64 against "
                     "central differences, and print a table of the errors.",
-        epilog="Exit status: 0 all pass; 1 a check failed; 2 bad input.")
+        epilog="Exit status: 0 all pass; 1 a check failed; 2 bad input or stdout not "
+               "writable (one line on stderr); 130 interrupted.")
     p.add_argument("--fast", action="store_true",
                    help="fast mode: Gaussian directional products instead of full Jacobians")
     add_seed_and_json_options(p)
@@ -354,7 +359,7 @@ def add_seed_and_json_options(p: ArgumentParser) -> None:
     p.add_argument("--seed", type=nonnegative_int, default=0, metavar="N",
                    help="seed of the inputs and upstream gradients (default 0)")
     p.add_argument("--json", metavar="PATH", default=None,
-                   help="also write the rows as JSON to PATH (atomically)")
+                   help="also write the rows as JSON to PATH (atomically) (default: no JSON file)")
 
 
 def json_destination(prog: str, path: Optional[str]) -> Optional[Path]:
@@ -394,4 +399,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(run_main(PROG, main))

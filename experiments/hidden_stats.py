@@ -38,9 +38,9 @@ import minigrad
 from gpt.capture import capture_residual_stream
 from gpt.data import eval_windows
 
+from experiments._cli import run_main
 from experiments import _report
-from experiments._cli import UsageError
-from experiments._runner import Plan, Study, Variant, build_parser, run_study
+from experiments._runner import Study, Variant, run_study
 from experiments._tensor_stats import STAT_NAMES, tensor_stats
 
 PROG = "python -m experiments.hidden_stats"
@@ -224,19 +224,25 @@ STUDY = Study(
     closing=closing,
     extra_outputs=extra_outputs,
     extra_figures=stats_figure,
+    output_names=("hidden_stats.csv", "hidden_stats.png"),
 )
+
+
+def prepare(plan) -> Study:
+    """The study with its instrument: the probe batch is the first ``batch_size`` evaluation
+    windows of the validation split (``--eval-tokens`` bounds them on a large corpus)."""
+    probe = eval_windows(plan.val_data, plan.args.block_size,
+                         plan.eval_tokens)[0][:plan.args.batch_size]   # (B, T)
+    return dataclasses.replace(plan.study, instrument=ResidualStats(probe))
+
+
+STUDY = dataclasses.replace(STUDY, prepare=prepare)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command; returns the exit status (the runner's, see ``experiments._runner``)."""
-    args = build_parser(STUDY).parse_args(argv)   # a bad option: one line, exit 2
-    try:
-        plan = Plan(STUDY, args)
-    except UsageError:
-        return run_study(STUDY, argv)   # reports the problem itself (one line, exit 2)
-    probe = eval_windows(plan.val_data, args.block_size)[0][:args.batch_size]   # (B, T)
-    return run_study(dataclasses.replace(STUDY, instrument=ResidualStats(probe)), argv)
+    return run_study(STUDY, argv)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_main(PROG, main))

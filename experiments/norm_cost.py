@@ -46,10 +46,11 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from gpt.atomic import AtomicGroup
+from gpt.atomic import AtomicGroup, check_replaceable
 from layers.layernorm import layernorm_backward, layernorm_forward
 from layers.rmsnorm import rmsnorm_backward, rmsnorm_forward
 
+from experiments._cli import interrupted, new_run_id, run_main
 from experiments._cli import (ArgumentParser, Printer, UsageError, check_output_dir, fail,
                               nonnegative_int, path_arg, positive_int)
 from experiments._opcount import totals, trace
@@ -67,7 +68,7 @@ SCHEMA_VERSION = 1
 
 RESULTS_SCHEMA = """\
 results.json (schema_version 1):
-  experiment: "norm_cost"; schema_version: 1
+  experiment: "norm_cost"; run_id: "<UTC time>-<8 hex digits>"; schema_version: 1
   config: {dtype, repeats, seed, min_sample_seconds, warmup_calls, eps: {ln, rms},
            environment: {OPENBLAS_NUM_THREADS, OMP_NUM_THREADS, MKL_NUM_THREADS, cpu_count,
                         MALLOC_TOP_PAD_, note}}
@@ -94,7 +95,8 @@ def build_parser() -> ArgumentParser:
         prog=PROG,
         description="LayerNorm vs RMSNorm: FLOPs and bytes counted from our code, and measured "
                     "time, forward and forward+backward; tests the chapter's '~half the FLOPs'.",
-        epilog="Exit status: 0 done; 2 bad input (nothing written); 130 interrupted.",
+        epilog="Exit status: 0 done; 2 bad input (nothing written) or stdout not writable; "
+               "130 interrupted (nothing written).",
     )
     p.add_argument("--tiny", action="store_true",
                    help="only the tiny model's activation shape (32, 32, 64)")
@@ -345,6 +347,7 @@ def build_results(args, shapes: List[Dict[str, Any]]) -> Dict[str, Any]:
     tiny = shapes[0]
     return {
         "experiment": "norm_cost",
+        "run_id": new_run_id(),
         "schema_version": SCHEMA_VERSION,
         "config": {"dtype": args.dtype, "repeats": args.repeats, "seed": args.seed,
                    "min_sample_seconds": MIN_SAMPLE_SECONDS, "warmup_calls": WARMUP_CALLS,
@@ -457,6 +460,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for name in ("results.json", "run_log.txt"):
             if (out / name).is_dir():
                 raise UsageError(f"cannot write {out / name}: it is a directory")
+            try:
+                check_replaceable(out / name)
+            except OSError as e:
+                raise UsageError(f"cannot write {out / name}: {e.strerror}") from None
     except UsageError as e:
         fail(PROG, str(e))
     names = ["tiny"] if args.tiny else list(SHAPES)
@@ -469,7 +476,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         results = build_results(args, shapes)
         lines = report_lines(results)
     except KeyboardInterrupt:
-        sys.stderr.write(f"\n{PROG}: interrupted; nothing written\n")
+        interrupted(PROG)
         return 130
     except MemoryError as e:
         fail(PROG, f"out of memory ({e})")
@@ -483,7 +490,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             group.write_text(out / "run_log.txt", "\n".join(lines) + "\n")
     except KeyboardInterrupt:
         _remove_empty(created)
-        sys.stderr.write(f"\n{PROG}: interrupted; nothing written\n")
+        interrupted(PROG)
         return 130
     except OSError as e:
         _remove_empty(created)
@@ -503,4 +510,4 @@ def _remove_empty(dirs) -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_main(PROG, main))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+from experiments._cli import run_main
 from experiments._report import differences_and_params
 from experiments._runner import Study, Variant, run_study
 
@@ -46,4 +47,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_main(STUDY.prog, main))

@@ -6,8 +6,10 @@ by ``gpt.checkpoint`` and by the command-line tools in ``experiments``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
+import stat
 import tempfile
 import threading
 from pathlib import Path
@@ -15,7 +17,28 @@ from typing import IO, Iterator, Union
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-__all__ = ["atomic_writer", "atomic_write_text", "atomic_write_bytes", "AtomicGroup"]
+__all__ = ["atomic_writer", "atomic_write_text", "atomic_write_bytes", "AtomicGroup",
+           "check_replaceable"]
+
+
+def check_replaceable(path: PathLike) -> None:
+    """Raise unless ``path`` is absent, a regular file or a symbolic link: an atomic write must
+    never swap a device (``/dev/full``), a FIFO or a socket for a regular file.
+
+    Raises:
+        IsADirectoryError: ``path`` is a directory.
+        OSError: ``path`` is a device, FIFO or socket (``errno.EINVAL``).
+    """
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+        return
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+    raise OSError(errno.EINVAL, "not a regular file (a device, FIFO or socket); refusing to "
+                                "replace it", str(path))
 
 
 def _umask() -> int:
@@ -30,10 +53,12 @@ def atomic_writer(path: PathLike, mode: str = "w", encoding: str = "utf-8") -> I
 
     The temporary file lives in ``path``'s directory (same filesystem, so ``os.replace`` is
     atomic); it is removed if the block raises. ``mode`` is ``"w"`` (text) or ``"wb"``.
+    A ``path`` that is a device, FIFO or socket is refused (``check_replaceable``).
     """
     if mode not in ("w", "wb"):
         raise ValueError(f"mode must be 'w' or 'wb', got {mode!r}")
     dest = Path(path)
+    check_replaceable(dest)
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=str(dest.parent))
     try:
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
@@ -75,6 +100,9 @@ class AtomicGroup:
     it would interrupt is then complete, only recorded in ``interrupted``. If anything fails
     before the commit, the temporary files are removed and no destination is touched.
 
+    ``remove(dest)`` makes removing a file part of the same step (a file of the run's own name
+    left by an earlier run): it disappears at the commit, and comes back if the commit fails.
+
     Use::
 
         with AtomicGroup() as group:
@@ -94,11 +122,22 @@ class AtomicGroup:
     def stage(self, dest: PathLike) -> Path:
         """A fresh temporary path in ``dest``'s directory that becomes ``dest`` on commit."""
         dest = Path(dest)
+        check_replaceable(dest)
         fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=str(dest.parent))
         os.close(fd)
         os.chmod(tmp, 0o666 & ~_umask())
         self._staged.append((Path(tmp), dest))
         return Path(tmp)
+
+    @property
+    def destinations(self):
+        """The paths staged so far to be written (not those to be removed)."""
+        return [dest for tmp, dest in self._staged if tmp is not None]
+
+    def remove(self, dest: PathLike) -> None:
+        """Remove ``dest`` (if it exists then) at the commit, as part of the group."""
+        check_replaceable(dest)
+        self._staged.append((None, Path(dest)))
 
     def write_text(self, dest: PathLike, text: str, encoding: str = "utf-8") -> None:
         """Stage ``text`` for ``dest``."""
@@ -126,13 +165,18 @@ class AtomicGroup:
         try:
             for tmp, dest in self._staged:
                 backup = None
+                if tmp is None and not os.path.lexists(dest):
+                    continue  # nothing to remove
                 if os.path.lexists(dest):
                     backup = dest.with_name(f".{dest.name}.{os.getpid()}.bak")
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(backup)
                     os.link(dest, backup)
                     backups.append(backup)
-                os.replace(tmp, dest)
+                if tmp is None:
+                    os.unlink(dest)
+                else:
+                    os.replace(tmp, dest)
                 moved.append((dest, backup))
         except BaseException:
             for dest, backup in reversed(moved):  # put every moved file back
@@ -149,8 +193,9 @@ class AtomicGroup:
 
     def _discard(self) -> None:
         for tmp, _ in self._staged:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
         self._staged = []
 
 

@@ -10,9 +10,10 @@ Layout of the archive (``numpy.savez``, uncompressed):
   ``{"format": "minigrad-gpt-checkpoint", "version": 1, "config": GPTConfig.to_dict(),
   "vocab": ["\n", " ", "!", ...]}``. Parameter names never start with ``__``, so the key
   cannot collide. ``vocab`` is the character vocabulary in id order (``CharTokenizer.chars``,
-  id i is ``vocab[i]``); it is optional: checkpoints written before it existed, or without a
+  id i is ``vocab[i]``), and ``"run_id"``: the id of the run that wrote it (the study commands
+  write the same id into their ``results.json``). Both are optional: checkpoints written before it existed, or without a
   tokenizer, lack it, still load with ``load_checkpoint``, and ``load_tokenizer`` says what is
-  missing.
+  missing; ``load_checkpoint(path).run_id`` is None for a checkpoint without a run id.
 
 Everything loads with ``np.load(path, allow_pickle=False)``. Writes are atomic (a temporary file
 in the same directory, then ``os.replace``).
@@ -39,7 +40,7 @@ CHECKPOINT_VERSION = 1
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-def save_checkpoint(model, path: PathLike, tokenizer=None) -> Path:
+def save_checkpoint(model, path: PathLike, tokenizer=None, run_id=None) -> Path:
     """Write ``model``'s parameters and config to ``path`` (an ``.npz`` archive), atomically.
 
     Args:
@@ -48,6 +49,7 @@ def save_checkpoint(model, path: PathLike, tokenizer=None) -> Path:
         tokenizer: the ``gpt.data.CharTokenizer`` the model was trained with; its characters
             are stored (``vocab``) so that ``gpt.generate`` can turn text into ids and back.
             None stores no vocabulary.
+        run_id: a string naming the run that made the model (stored as ``"run_id"``), or None.
 
     Returns:
         ``Path`` of the written file.
@@ -74,6 +76,10 @@ def save_checkpoint(model, path: PathLike, tokenizer=None) -> Path:
             raise ValueError(f"the tokenizer has {tokenizer.vocab_size} characters but the model's "
                              f"vocab_size is {model.config.vocab_size}")
         meta["vocab"] = list(tokenizer.chars)
+    if run_id is not None:
+        if not isinstance(run_id, str) or not run_id:
+            raise TypeError(f"run_id must be a non-empty str, got {run_id!r}")
+        meta["run_id"] = run_id
     arrays = {name: np.asarray(a) for name, a in state.items()}
     arrays[META_KEY] = np.array(json.dumps(meta, sort_keys=True))  # 0-d '<U..' array, no pickle
     with atomic_writer(dest, "wb") as f:
@@ -116,6 +122,8 @@ def load_checkpoint(path: PathLike):
 
     Returns:
         A ``gpt.GPT`` with the stored config and parameters (same logits as the saved model).
+        Its ``run_id`` attribute names the run that wrote the checkpoint (the ``run_id`` of
+        that run's ``results.json``), None when the checkpoint does not record one.
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
@@ -142,6 +150,8 @@ def load_checkpoint(path: PathLike):
                              f"the config needs {ref.shape}")
         arrays[name] = arrays[name].astype(ref.dtype, copy=False)
     model.load_state_dict(arrays)
+    run_id = meta.get("run_id")
+    model.run_id = run_id if isinstance(run_id, str) else None
     return model
 
 
@@ -149,8 +159,10 @@ def _read(p: Path):
     """(metadata dict, name -> array) of a checkpoint file, every format check done."""
     if p.is_dir():
         raise IsADirectoryError(f"checkpoint path is a directory, not a file: {p}")
-    if not p.is_file():
+    if not p.exists():
         raise FileNotFoundError(f"checkpoint file not found: {p}")
+    if not p.is_file():  # a FIFO or a device: opening it could block, and it is no archive
+        raise ValueError(f"checkpoint {p} is not a regular file")
     if not zipfile.is_zipfile(p):
         raise ValueError(f"cannot read checkpoint {p}: not a valid .npz (zip) archive")
     try:

@@ -6,7 +6,15 @@ the first 90% of the token ids train and the last 10% validate, and a batch is `
 random windows of ``block_size + 1`` consecutive tokens, split into inputs ``x`` and targets ``y``
 shifted by one.
 
-Shapes: N tokens in a split, B = batch_size, T = block_size. Token ids are ``np.int64``.
+Shapes: N tokens in a split, B = batch_size, T = block_size. ``CharTokenizer.encode`` returns
+ids in the smallest unsigned integer type that holds the vocabulary (``uint8`` up to 256
+characters, else ``uint16``, else ``uint32``): a 100 MB corpus is 100 MB of ids, not 800 MB of
+``int64``. Batches and evaluation windows are ``np.int64``.
+
+Large corpora: the vocabulary and the ids are computed with NumPy over the text's UTF-32 code
+points, 256 Ki characters at a time (``np.bincount`` for the character set, a lookup table for
+the ids), never with a Python loop over characters. ``eval_windows(..., max_tokens=N)`` bounds
+an evaluation to about N target positions spread evenly over the split.
 
 Built-in corpus: ``gpt/corpus/pride_and_prejudice.txt``, the opening of Jane Austen's "Pride and
 Prejudice" (1813; Project Gutenberg eBook #1342, public domain), 1773 characters with exactly 48
@@ -16,6 +24,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
@@ -30,12 +39,34 @@ __all__ = [
     "eval_windows",
     "check_split_length",
     "uniform_baseline",
+    "id_dtype",
+    "NotARegularFile",
 ]
+
+#: Characters per chunk when scanning or encoding a text (bounds the temporary UTF-32 copy).
+CHUNK_CHARS = 1 << 18  # 256 Ki: 1 MB of UTF-32 a chunk; fastest of 2^14..2^24 measured
+#: One past the largest Unicode code point.
+N_CODE_POINTS = 0x110000
 
 #: Path of the built-in corpus (package data).
 BUILTIN_CORPUS_PATH = Path(__file__).resolve().parent / "corpus" / "pride_and_prejudice.txt"
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+
+def id_dtype(vocab_size: int) -> np.dtype:
+    """The smallest unsigned integer dtype holding ids ``0 .. vocab_size - 1``."""
+    for dt in (np.uint8, np.uint16, np.uint32):
+        if vocab_size - 1 <= np.iinfo(dt).max:
+            return np.dtype(dt)
+    raise ValueError(f"vocab_size {vocab_size} does not fit in uint32")
+
+
+def _code_points(text: str):
+    """Yield the text's code points as ``uint32`` arrays of at most ``CHUNK_CHARS`` each."""
+    for i in range(0, len(text), CHUNK_CHARS):
+        chunk = text[i:i + CHUNK_CHARS].encode("utf-32-le", "surrogatepass")
+        yield np.frombuffer(chunk, dtype=np.uint32)
 
 
 class CharTokenizer:
@@ -61,13 +92,19 @@ class CharTokenizer:
             raise TypeError(f"CharTokenizer expects a str, got {type(text).__name__}")
         if not text:
             raise ValueError("CharTokenizer needs a non-empty text to build its vocabulary")
-        self.chars: List[str] = sorted(set(text))
+        seen = np.zeros(N_CODE_POINTS, dtype=bool)
+        for cps in _code_points(text):
+            top = int(cps.max()) + 1  # bincount only up to the chunk's largest code point
+            seen[:top] |= np.bincount(cps, minlength=top).astype(bool)
+        codes = np.flatnonzero(seen)  # sorted distinct code points = sorted(set(text))
+        self.chars: List[str] = [chr(int(c)) for c in codes]
         self.stoi: Dict[str, int] = {c: i for i, c in enumerate(self.chars)}
         self.itos: Dict[int, str] = {i: c for i, c in enumerate(self.chars)}
-        # Lookup table from code point to id for a vectorised encode (-1 = unknown).
-        codes = np.array([ord(c) for c in self.chars], dtype=np.int64)
-        self._lut = np.full(int(codes.max()) + 1, -1, dtype=np.int64)
-        self._lut[codes] = np.arange(len(codes), dtype=np.int64)
+        self.id_dtype = id_dtype(len(self.chars))
+        # Lookup tables over every code point: id of a character, and whether it is known.
+        self._known = seen
+        self._lut = np.zeros(N_CODE_POINTS, dtype=self.id_dtype)
+        self._lut[codes] = np.arange(len(codes), dtype=self.id_dtype)
         self._chars_arr = np.array(self.chars)
 
     @property
@@ -76,7 +113,10 @@ class CharTokenizer:
         return len(self.chars)
 
     def encode(self, text: str) -> np.ndarray:
-        """Map a string to its token ids, shape ``(len(text),)``, dtype ``int64``.
+        """Map a string to its token ids, shape ``(len(text),)``, dtype ``self.id_dtype`` (the
+        smallest unsigned integer type holding ``vocab_size`` ids: ``uint8`` up to 256).
+
+        Vectorised: a lookup table indexed by code point, 256 Ki characters at a time.
 
         Raises:
             TypeError: ``text`` is not a ``str``.
@@ -84,19 +124,21 @@ class CharTokenizer:
         """
         if not isinstance(text, str):
             raise TypeError(f"encode expects a str, got {type(text).__name__}")
-        if not text:
-            return np.zeros(0, dtype=np.int64)
-        cps = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
-        ids = np.full(cps.shape, -1, dtype=np.int64)
-        inside = cps < self._lut.shape[0]
-        ids[inside] = self._lut[cps[inside]]
-        bad = np.flatnonzero(ids < 0)
-        if bad.size:
-            pos = int(bad[0])
-            raise ValueError(
-                f"character {text[pos]!r} at position {pos} is not in the vocabulary "
-                f"({bad.size} unknown character(s) in total)"
-            )
+        ids = np.empty(len(text), dtype=self.id_dtype)
+        start = 0
+        for cps in _code_points(text):
+            known = self._known[cps]
+            if not known.all():
+                bad = np.flatnonzero(~known)
+                pos = start + int(bad[0])
+                total = bad.size + sum(int((~self._known[c]).sum())
+                                       for c in _code_points(text[start + len(cps):]))
+                raise ValueError(
+                    f"character {text[pos]!r} at position {pos} is not in the vocabulary "
+                    f"({total} unknown character(s) in total)"
+                )
+            np.take(self._lut, cps, out=ids[start:start + len(cps)])
+            start += len(cps)
         return ids
 
     def decode(self, ids: Union[Sequence[int], np.ndarray]) -> str:
@@ -124,8 +166,17 @@ class CharTokenizer:
         return f"CharTokenizer(vocab_size={self.vocab_size})"
 
 
+class NotARegularFile(ValueError):
+    """The corpus path names a FIFO, a device, a socket or ``/dev/stdin`` fed by a pipe."""
+
+
 def load_corpus(path: Optional[PathLike] = None) -> str:
     """Read a UTF-8 text corpus; ``path=None`` reads the built-in one.
+
+    Only a regular file (after following symbolic links) is read: a FIFO, a character device or
+    ``/dev/stdin`` fed by a pipe is refused before it is opened, since opening a FIFO blocks until
+    something writes to it and a stream cannot be read twice or sized. (``/dev/stdin`` redirected
+    from a file, ``< book.txt``, is that regular file and is read.)
 
     Returns:
         The text (``str``), exactly as stored (no newline translation: every character counts).
@@ -133,18 +184,30 @@ def load_corpus(path: Optional[PathLike] = None) -> str:
     Raises:
         FileNotFoundError: ``path`` does not exist.
         IsADirectoryError: ``path`` is a directory.
+        NotARegularFile (a ValueError): ``path`` is a FIFO, device or socket.
         ValueError: the file is not valid UTF-8, or is empty.
+        OSError: the file cannot be read (e.g. permission denied).
     """
     p = BUILTIN_CORPUS_PATH if path is None else Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"corpus file not found: {p}")
-    if p.is_dir():
+    try:
+        mode = os.stat(p).st_mode
+    except FileNotFoundError:
+        raise FileNotFoundError(f"corpus file not found: {p}") from None
+    if stat.S_ISDIR(mode):
         raise IsADirectoryError(f"corpus path is a directory, not a text file: {p}")
+    if not stat.S_ISREG(mode):
+        kind = ("a FIFO or pipe" if stat.S_ISFIFO(mode) else
+                "a character device" if stat.S_ISCHR(mode) else
+                "a block device" if stat.S_ISBLK(mode) else
+                "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+        raise NotARegularFile(f"corpus {p} is {kind}; give a regular file (save the text to a "
+                              f"file first)")
     raw = p.read_bytes()
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ValueError(f"corpus file is not valid UTF-8: {p} (bad byte at offset {e.start})") from None
+    del raw
     if text.startswith("\ufeff"):  # a UTF-8 byte-order mark is not text
         text = text[1:]
     if not text:
@@ -218,37 +281,55 @@ def get_batch(
     return windows[:, :-1], windows[:, 1:]
 
 
-def eval_windows(data: np.ndarray, block_size: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The fixed evaluation windows of a split: every target position counted exactly once.
+def eval_windows(data: np.ndarray, block_size: int, max_tokens: Optional[int] = None
+                 ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The fixed evaluation windows of a split.
 
-    Windows start at ``0, T, 2T, ...`` while a full window fits; if the split's tail is not
-    covered, one last window is aligned to the end (start ``N - T - 1``) and only its targets
-    not already covered are counted. Every position ``1..N-1`` is thus the target of exactly one
-    counted prediction.
+    When the split has at most ``max_tokens`` target positions (or ``max_tokens`` is None),
+    every target position is counted exactly once: windows start at ``0, T, 2T, ...`` while a
+    full window fits; if the split's tail is not covered, one last window is aligned to the end
+    (start ``N - T - 1``) and only its targets not already covered are counted, so every
+    position ``1..N-1`` is the target of exactly one counted prediction.
+
+    Otherwise (a large split) ``W = max(1, max_tokens // T)`` non-overlapping windows are spread
+    evenly over the split (starts ``round(linspace(0, N - T - 1, W))``) and all their ``W * T``
+    targets count: a deterministic sample of the whole split, not just its beginning.
 
     Args:
         data: 1-D token ids, length N >= T + 1.  block_size: T.
+        max_tokens: cap on the number of counted target positions (>= 1), or None.
 
     Returns:
         ``(x, y, mask)``: ``x`` and ``y`` shape ``(W, T)`` int64 (``y`` is ``x`` shifted by one),
-        ``mask`` shape ``(W, T)`` bool, True where the target counts.
+        ``mask`` shape ``(W, T)`` bool, True where the target counts (``mask.sum()`` is the
+        number of tokens the evaluation covers).
 
     Raises:
-        ValueError: the split is shorter than ``block_size + 1``.
+        ValueError: the split is shorter than ``block_size + 1``, or ``max_tokens`` < 1.
     """
     data = np.asarray(data)
     check_split_length(data, block_size)
     n = len(data)
     last = n - block_size - 1  # last possible start
-    starts = np.arange(0, last + 1, block_size)  # (W,)
-    mask = np.ones((len(starts), block_size), dtype=bool)
-    covered_to = int(starts[-1]) + block_size  # targets 1..covered_to are covered
-    if covered_to < n - 1:
-        starts = np.append(starts, last)
-        tail = np.zeros((1, block_size), dtype=bool)
-        # the last window's targets are positions last+1 .. n-1; keep those > covered_to
-        tail[0, covered_to - last:] = True
-        mask = np.concatenate([mask, tail], axis=0)
+    if max_tokens is not None:
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)) \
+                or max_tokens < 1:
+            raise ValueError(f"max_tokens must be a positive integer or None, got {max_tokens!r}")
+    if max_tokens is not None and n - 1 > max_tokens:
+        w = max(1, int(max_tokens) // block_size)
+        starts = np.rint(np.linspace(0, last, w)).astype(np.int64) if w > 1 \
+            else np.zeros(1, dtype=np.int64)
+        mask = np.ones((w, block_size), dtype=bool)
+    else:
+        starts = np.arange(0, last + 1, block_size)  # (W,)
+        mask = np.ones((len(starts), block_size), dtype=bool)
+        covered_to = int(starts[-1]) + block_size  # targets 1..covered_to are covered
+        if covered_to < n - 1:
+            starts = np.append(starts, last)
+            tail = np.zeros((1, block_size), dtype=bool)
+            # the last window's targets are positions last+1 .. n-1; keep those > covered_to
+            tail[0, covered_to - last:] = True
+            mask = np.concatenate([mask, tail], axis=0)
     offsets = np.arange(block_size + 1)
     windows = data[starts[:, None] + offsets[None, :]].astype(np.int64, copy=False)  # (W, T+1)
     return windows[:, :-1], windows[:, 1:], mask

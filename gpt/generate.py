@@ -12,20 +12,20 @@ Usage::
         --prompt "It is a truth" --max-new-tokens 200 --temperature 0.8 --top-k 10 --seed 1
 
 Exit status: 0 text printed; 2 bad input (a missing or invalid checkpoint, one without a
-vocabulary, a prompt character outside the vocabulary, a bad option): one line on stderr, no
-traceback.
+vocabulary, a prompt character outside the vocabulary, a bad option) or stdout cannot be
+written (``> /dev/full``): one line on stderr, no traceback; 130 interrupted (Ctrl-C), one line.
+A closed pipe (``| head -c 20``) is quiet.
 """
 from __future__ import annotations
 
 import argparse
 import math
-import sys
 from typing import NoReturn, Optional, Sequence
 
 import numpy as np
 
 from .checkpoint import load_checkpoint, load_tokenizer
-from .cli import ArgumentParser, fail, int_arg
+from .cli import ArgumentParser, Printer, fail, int_arg, run_main
 from .sample import generate
 
 PROG = "python -m gpt.generate"
@@ -57,7 +57,8 @@ def _temperature(text: str) -> float:
 def build_parser() -> ArgumentParser:
     """The command's argument parser (one-line errors, exit status 2)."""
     p = ArgumentParser(prog=PROG, description="Generate text from a minigrad-gpt checkpoint.",
-                       epilog="Exit status: 0 done; 2 bad input (one line on stderr).")
+                       epilog="Exit status: 0 done; 2 bad input or stdout not writable (one line on "
+                              "stderr); 130 interrupted.")
     p.add_argument("--checkpoint", required=True, metavar="PATH",
                    help="a .npz written by gpt.save_checkpoint (e.g. four_variants "
                         "--save-checkpoints)")
@@ -98,17 +99,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        top_k=args.top_k, rng=np.random.default_rng(args.seed))
     except ValueError as e:
         _fail(str(e))
-    except KeyboardInterrupt:
-        sys.stderr.write(f"\n{PROG}: interrupted\n")
-        return 130
     text = tokenizer.decode(out[0])
-    try:
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
-    except BrokenPipeError:  # | head: stop quietly
-        pass
+    Printer()(text)  # a failed write is reported by run_main (exit 2; a closed pipe is quiet)
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_main(PROG, main))

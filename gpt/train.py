@@ -17,7 +17,8 @@ numbers on every run.
 
 Losses are mean cross-entropy in nats per token. ``evaluate`` is the mean over a fixed set of
 windows covering the whole split (each target position counted once, see
-``gpt.data.eval_windows``); ``estimate_loss`` is the seed's one-random-batch estimate.
+``gpt.data.eval_windows``), or, with ``max_tokens``, about that many positions in windows
+spread evenly over a larger split; ``estimate_loss`` is the seed's one-random-batch estimate.
 Shapes: B = batch_size, T = block_size, V = vocab_size.
 """
 from __future__ import annotations
@@ -194,8 +195,12 @@ def _log_softmax_nll(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
 
 
 def evaluate(model, data: np.ndarray, block_size: Optional[int] = None,
-             batch_size: int = 32) -> float:
+             batch_size: int = 32, max_tokens: Optional[int] = None,
+             on_batch: Optional[Callable[[int, int], None]] = None) -> float:
     """Mean cross-entropy (nats/token) over every target position of ``data``, deterministically.
+
+    With ``max_tokens``, a split with more target positions is evaluated on about
+    ``max_tokens`` of them, in windows spread evenly over it (``gpt.data.eval_windows``).
 
     Runs the model on the fixed windows of ``gpt.data.eval_windows`` (stride ``block_size``,
     the last aligned to the end), ``batch_size`` windows at a time, under ``minigrad.no_grad()``,
@@ -206,17 +211,22 @@ def evaluate(model, data: np.ndarray, block_size: Optional[int] = None,
         model: a ``gpt.GPT``.  data: 1-D int token ids, length N >= block_size + 1.
         block_size: window length T (default ``model.config.block_size``).
         batch_size: windows per forward pass (memory only; the result does not depend on it).
+        max_tokens: cap on the evaluated target positions (None: all of them).
+        on_batch: called as ``on_batch(tokens_done, tokens_total)`` after each forward pass
+            (progress reporting).
 
     Returns:
         ``float``: the mean loss (may be nan/inf if the model is broken).
 
     Raises:
-        ValueError: the split is too short, or ``batch_size`` is not a positive integer.
+        ValueError: the split is too short, or ``batch_size``/``max_tokens`` is not a positive
+            integer.
     """
     if block_size is None:
         block_size = int(model.config.block_size)
     batch_size = _check_positive_int("batch_size", batch_size)
-    x, y, mask = eval_windows(np.asarray(data), block_size)  # (W, T) each
+    x, y, mask = eval_windows(np.asarray(data), block_size, max_tokens)  # (W, T) each
+    n_total, done = int(mask.sum()), 0
     was_training = getattr(model, "training", True)
     model.eval()
     total = 0.0
@@ -225,10 +235,14 @@ def evaluate(model, data: np.ndarray, block_size: Optional[int] = None,
             for i in range(0, x.shape[0], batch_size):
                 logits, _ = model(x[i:i + batch_size])  # (b, T, V)
                 nll = _log_softmax_nll(np.asarray(logits.data), y[i:i + batch_size])  # (b, T)
-                total += float(nll[mask[i:i + batch_size]].sum())
+                m = mask[i:i + batch_size]
+                total += float(nll[m].sum())
+                done += int(m.sum())
+                if on_batch is not None:
+                    on_batch(done, n_total)
     finally:
         model.train(was_training)
-    return total / int(mask.sum())
+    return total / n_total
 
 
 def estimate_loss(model, data: np.ndarray, rng: np.random.Generator,

@@ -74,7 +74,8 @@ def test_tokenizer_round_trip_builtin_and_unicode():
     text = load_corpus()
     tok = CharTokenizer(text)
     ids = tok.encode(text)
-    assert ids.dtype == np.int64 and ids.shape == (len(text),)
+    # 48 characters: the smallest integer type holding the ids is uint8 (issue 11)
+    assert ids.dtype == np.uint8 and ids.shape == (len(text),)
     assert ids.min() == 0 and ids.max() == 47
     assert tok.decode(ids) == text
     # independent reference: the seed's per-character dict lookup

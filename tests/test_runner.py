@@ -39,8 +39,9 @@ def two_seeds(tmp_path_factory):
 
 
 def _strip_times(res):
+    res.pop("run_id")  # unique to each run by design
     for r in res["runs"]:
-        r.pop("seconds"), r.pop("steps_per_second")
+        r.pop("seconds"), r.pop("steps_per_second"), r.pop("eval_seconds", None)
     return res
 
 
