@@ -88,6 +88,7 @@ import os
 import re
 import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -718,9 +719,18 @@ def run_jobs(plan: Plan, jobs: int = 1,
             if on_done:
                 on_done(results[futures[fut]])
     except BaseException:
-        for proc in list(getattr(pool, "_processes", {}).values()):
-            proc.terminate()
-        pool.shutdown(wait=False, cancel_futures=True)
+        # Stop the workers with further Ctrl-C held off: a second SIGINT (a terminal's process
+        # group, ``timeout -s INT``) arriving while the pool shuts down would otherwise end in a
+        # traceback from the pool's threads.
+        main_thread = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread else None
+        try:
+            for proc in list(getattr(pool, "_processes", {}).values()):
+                proc.terminate()
+            pool.shutdown(wait=True, cancel_futures=True)
+        finally:
+            if main_thread:
+                signal.signal(signal.SIGINT, previous)
         raise
     pool.shutdown()
     return results  # type: ignore[return-value]
