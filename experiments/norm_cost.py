@@ -34,6 +34,8 @@ nothing written); 130 interrupted (nothing written).
 """
 from __future__ import annotations
 
+import argparse
+
 import gc
 import json
 import math
@@ -89,6 +91,18 @@ on the machine; times do. "claim" uses the tiny shape (the model's) for time.
 """
 
 
+#: Upper bound of --repeats: each sample lasts at least MIN_SAMPLE_SECONDS in each of the 8
+#: cells (2 shapes x 2 passes x 2 norms), so 1000 repeats take at least 160 s.
+MAX_REPEATS = 1000
+
+
+def _repeats(text: str) -> int:
+    v = positive_int(text)
+    if v > MAX_REPEATS:
+        raise argparse.ArgumentTypeError(f"{text} is more than the maximum of {MAX_REPEATS} repeats")
+    return v
+
+
 def build_parser() -> ArgumentParser:
     """The command's argument parser (one-line errors, exit status 2)."""
     p = ArgumentParser(
@@ -100,8 +114,8 @@ def build_parser() -> ArgumentParser:
     )
     p.add_argument("--tiny", action="store_true",
                    help="only the tiny model's activation shape (32, 32, 64)")
-    p.add_argument("--repeats", type=positive_int, default=15, metavar="N",
-                   help="timed samples per measurement (default 15)")
+    p.add_argument("--repeats", type=_repeats, default=15, metavar="N",
+                   help=f"timed samples per measurement, at most {MAX_REPEATS} (default 15)")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                    help="dtype of the activations (default float32, the model's)")
     p.add_argument("--seed", type=nonnegative_int, default=0,

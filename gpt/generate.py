@@ -44,6 +44,19 @@ def _int_at_least(lo: int):
     return parse
 
 
+#: Upper bound of --max-new-tokens: the text is printed when it is complete, so a mistyped count
+#: would otherwise run for hours with nothing to show.
+MAX_NEW_TOKENS = 1_000_000
+
+
+def _max_new_tokens(text: str) -> int:
+    v = _int_at_least(0)(text)
+    if v > MAX_NEW_TOKENS:
+        raise argparse.ArgumentTypeError(
+            f"{text} is more than the maximum of {MAX_NEW_TOKENS:,} characters")
+    return v
+
+
 def _temperature(text: str) -> float:
     try:
         v = float(text)
@@ -64,8 +77,8 @@ def build_parser() -> ArgumentParser:
                         "--save-checkpoints)")
     p.add_argument("--prompt", required=True, metavar="TEXT",
                    help="the text to continue (every character must be in the vocabulary)")
-    p.add_argument("--max-new-tokens", type=_int_at_least(0), default=200, metavar="N",
-                   help="characters to generate (default 200)")
+    p.add_argument("--max-new-tokens", type=_max_new_tokens, default=200, metavar="N",
+                   help=f"characters to generate, at most {MAX_NEW_TOKENS:,} (default 200)")
     p.add_argument("--temperature", type=_temperature, default=1.0, metavar="T",
                    help="softmax temperature, >= 0; 0 is greedy (default 1.0)")
     p.add_argument("--top-k", type=_int_at_least(1), default=None, metavar="K",

@@ -142,6 +142,7 @@ def test_cli_prints_prompt_and_new_text(ckpt, capsys):
     (["--prompt", "a", "--temperature", "inf"], "--temperature"),
     (["--prompt", "a", "--top-k", "0"], "--top-k"),
     (["--prompt", "a", "--max-new-tokens", "1.5"], "--max-new-tokens"),
+    (["--prompt", "a", "--max-new-tokens", "1000001"], "maximum of 1,000,000"),
     (["--prompt", "a", "--seed", "-2"], "--seed"),
 ])
 def test_cli_bad_input_is_one_line_exit_2(ckpt, args, needle, capsys):

@@ -150,6 +150,7 @@ def test_load_claim_refuses_other_files(tmp_path):
 @pytest.mark.parametrize("args, needle", [
     (["--repeats", "0"], "--repeats"),
     (["--repeats", "x"], "--repeats"),
+    (["--repeats", "1001"], "maximum of 1000 repeats"),
     (["--dtype", "float16"], "--dtype"),
     (["--output-dir", ""], "empty path"),
     (["--bogus"], "unrecognized"),
