@@ -1,6 +1,6 @@
 """``GPTConfig``: one configuration, variants chosen by fields (nanoGPT's ``GPTConfig``).
 
-Defaults are the seed's tiny model (block 32, 2 layers, 4 heads, d_model 64; the seed's
+Defaults are the chapter's tiny model (block 32, 2 layers, 4 heads, d_model 64; the chapter's
 ``build.py`` for "The Details That Matter"). ``norm`` picks LayerNorm or RMSNorm (or the
 chapter's break-it choices: LayerNorm then RMSNorm by depth, or no normalisation), ``mlp`` the
 feed-forward block (GELU or ReLU² MLP d -> 4d -> d, or SwiGLU with hidden int(8/3 d)), ``pos``

@@ -1,6 +1,6 @@
 """Character-level data: corpus loading, tokenizer, train/val split, batches, evaluation windows.
 
-The recipe is the seed's (chapter "The Details That Matter", project 5 helpers ``char_tokenizer``,
+The recipe is the chapter's (chapter "The Details That Matter", project 5 helpers ``char_tokenizer``,
 ``encode``, ``get_batch``): the vocabulary is the sorted set of distinct characters of the corpus,
 the first 90% of the token ids train and the last 10% validate, and a batch is ``batch_size``
 random windows of ``block_size + 1`` consecutive tokens, split into inputs ``x`` and targets ``y``
@@ -72,7 +72,7 @@ def _code_points(text: str):
 class CharTokenizer:
     """Character-level tokenizer: id ``i`` is the ``i``-th character of the sorted distinct set.
 
-    Same mapping as the seed's ``char_tokenizer(text) -> (stoi, itos, vocab_size)`` with
+    Same mapping as the chapter's ``char_tokenizer(text) -> (stoi, itos, vocab_size)`` with
     ``chars = sorted(set(text))``.
 
     Args:
@@ -216,7 +216,7 @@ def load_corpus(path: Optional[PathLike] = None) -> str:
 
 
 def train_val_split(data: np.ndarray, train_fraction: float = 0.9) -> Tuple[np.ndarray, np.ndarray]:
-    """Split token ids into the first ``int(train_fraction * N)`` and the rest (the seed's 90/10).
+    """Split token ids into the first ``int(train_fraction * N)`` and the rest (the chapter's 90/10).
 
     Returns views, not copies: ``(data[:n_train], data[n_train:])``.
 
@@ -255,7 +255,7 @@ def get_batch(
 
     Start offsets ``i ~ Uniform{0, ..., N - T - 1}`` from ``rng.integers``; ``x[b] = data[i:i+T]``,
     ``y[b] = data[i+1:i+T+1]``, gathered with one fancy index (no loop over the batch).
-    Every window of the split can be drawn; the seed's ``torch.randint(len(data) - T - 1)``
+    Every window of the split can be drawn; the chapter's ``torch.randint(len(data) - T - 1)``
     never draws the last one.
 
     Args:

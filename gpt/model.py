@@ -2,7 +2,7 @@
 
 Shape letters: B batch, T sequence length (<= block_size), C = d_model, V = vocab_size.
 
-Architecture (GPT-2 / nanoGPT pre-norm; the seed's ``ModernGPT``)::
+Architecture (GPT-2 / nanoGPT pre-norm; the chapter's ``ModernGPT``)::
 
     x = token_embedding(idx) [+ position_embedding(0..T-1) when pos="learned"]   # (B, T, C)
     for each block:

@@ -1,6 +1,6 @@
 """Training loop and loss evaluation for ``gpt.GPT``.
 
-The loop is the seed's (chapter "The Details That Matter", ``train_variant``)::
+The loop is the chapter's (chapter "The Details That Matter", ``train_variant``)::
 
     for step in range(steps):
         x, y = get_batch(train_data, block_size, batch_size, rng)
@@ -18,7 +18,7 @@ numbers on every run.
 Losses are mean cross-entropy in nats per token. ``evaluate`` is the mean over a fixed set of
 windows covering the whole split (each target position counted once, see
 ``gpt.data.eval_windows``), or, with ``max_tokens``, about that many positions in windows
-spread evenly over a larger split; ``estimate_loss`` is the seed's one-random-batch estimate.
+spread evenly over a larger split; ``estimate_loss`` is the chapter's one-random-batch estimate.
 Shapes: B = batch_size, T = block_size, V = vocab_size.
 """
 from __future__ import annotations
@@ -106,7 +106,7 @@ def train(
     rng: Optional[np.random.Generator] = None,
     on_step: Optional[Callable[[int, float], None]] = None,
 ) -> TrainResult:
-    """Train ``model`` in place with AdamW on random windows of ``train_data`` (the seed's loop).
+    """Train ``model`` in place with AdamW on random windows of ``train_data`` (the chapter's loop).
 
     Args:
         model: a ``gpt.GPT`` (anything with ``config.block_size``, ``parameters()`` and
@@ -118,7 +118,7 @@ def train(
         clip: ``max_norm`` of ``clip_grad_norm_``; ``None`` disables clipping.
         seed: seeds ``numpy.random.default_rng`` for the batches when ``rng`` is None.
         rng: a Generator to draw batches from instead (advanced in place), so a caller can
-            continue the same stream afterwards, as the seed does for its final estimate.
+            continue the same stream afterwards, as the chapter does for its final estimate.
         on_step: called as ``on_step(step, loss)`` after every step (step is 1-based).
 
     Returns:
@@ -247,7 +247,7 @@ def evaluate(model, data: np.ndarray, block_size: Optional[int] = None,
 
 def estimate_loss(model, data: np.ndarray, rng: np.random.Generator,
                   block_size: Optional[int] = None, batch_size: int = 32) -> float:
-    """The seed's final estimate: the model's loss on ONE random batch drawn from ``rng``.
+    """The chapter's final estimate: the model's loss on ONE random batch drawn from ``rng``.
 
     Args:
         model: a ``gpt.GPT``.  data: 1-D int token ids.  rng: Generator (advanced in place).

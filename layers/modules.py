@@ -95,12 +95,12 @@ class LayerNorm(Module):
 class RMSNorm(Module):
     """Root-mean-square normalisation over the last axis (Zhang & Sennrich 2019).
 
-    ``y = weight * x / sqrt(mean(x^2) + eps)``, no centring and no bias (the seed's RMSNorm);
+    ``y = weight * x / sqrt(mean(x^2) + eps)``, no centring and no bias (the chapter's RMSNorm);
     see ``layers/rmsnorm.py`` for the backward.
 
     Args:
         d (int): size C of the normalised (last) axis.
-        eps (float | None): default 1e-6 (the seed's build.py); None means
+        eps (float | None): default 1e-6 (the chapter's build.py); None means
             ``np.finfo(dtype).eps`` (``torch.nn.RMSNorm``'s default).
         rng: unused; accepted for a uniform constructor signature.
         dtype: parameter dtype, default float32.
@@ -183,7 +183,7 @@ class Embedding(Module):
 
 class SwiGLU(Module):
     """Gated feed-forward block ``down_proj(silu(gate_proj(x)) * up_proj(x))`` (Shazeer 2020,
-    "GLU Variants Improve Transformer"; the seed's ``SwiGLU``).
+    "GLU Variants Improve Transformer"; the chapter's ``SwiGLU``).
 
     Hidden width F = int(d * hidden_mult); 8/3 keeps the parameter count near a 4d GELU MLP's.
     The whole block is one fused autograd node (``layers.functional.swiglu``).
@@ -220,11 +220,11 @@ class SwiGLU(Module):
 
 class MLP(Module):
     """Feed-forward block ``c_proj(act(c_fc(x)))``, d -> 4d -> d with biases (GPT-2's MLP; the
-    seed's ``MLP``).
+    chapter's ``MLP``).
 
     Args:
         d (int): model width C.
-        activation (str): "gelu" (tanh approximation, GPT-2 / the seed) or "relu2"
+        activation (str): "gelu" (tanh approximation, GPT-2 / the chapter) or "relu2"
             (relu(x)^2, So et al. 2021 "Primer").
         rng, dtype: as ``Linear``.
 
@@ -253,13 +253,13 @@ class MLP(Module):
 
 
 class CausalSelfAttention(Module):
-    """Multi-head causal self-attention (Vaswani et al. 2017; nanoGPT / the seed's layout).
+    """Multi-head causal self-attention (Vaswani et al. 2017; nanoGPT / the chapter's layout).
 
     ``c_attn`` projects x to q, k, v at once; heads attend with
     ``softmax(q k^T / sqrt(hs) + causal mask) v`` (one fused node,
     ``layers.functional.scaled_dot_product_attention``); ``c_proj`` mixes the heads. With
     ``rope=True`` queries and keys are rotated by RoPE (Su et al. 2021, interleaved pairs, the
-    seed's step 8) from a cos/sin table of ``block_size`` positions built once.
+    chapter's step 8) from a cos/sin table of ``block_size`` positions built once.
 
     Args:
         d_model (int): width C.

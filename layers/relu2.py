@@ -3,7 +3,7 @@
 Shapes: elementwise; x is any shape (in the GPT MLP (B, T, 4C)).
 
 Forward (So et al. 2021, "Primer: Searching for Efficient Transformers for Language
-Modeling", sec. 3; the seed's step 6)::
+Modeling", sec. 3; the chapter's step 6)::
 
     r   = max(x, 0)
     out = r^2

@@ -9,7 +9,7 @@ Forward (Zhang & Sennrich 2019, "Root Mean Square Layer Normalization", eq. 4), 
     xhat = x * rstd
     out  = weight * xhat
 
-No mean is subtracted and there is no bias. eps defaults to 1e-6 (the seed's build.py).
+No mean is subtracted and there is no bias. eps defaults to 1e-6 (the chapter's build.py).
 
 Cache: ``(xhat, weight, rstd)``: the normalized input (..., C) and the per-row reciprocal
 root-mean-square (..., 1), exactly what the backward reads; x is not kept.

@@ -2,7 +2,7 @@
 
 Shapes: B batch, H heads, T sequence length, hs head size (head_dim, even).
 
-Forward (Su et al. 2021, "RoFormer", eq. 34; the interleaved convention of the seed's step 8):
+Forward (Su et al. 2021, "RoFormer", eq. 34; the interleaved convention of the chapter's step 8):
 every pair (x[2i], x[2i+1]) of a head vector at position pos is rotated by the angle
 ``theta_i = pos * base^(-2i/hs)``::
 
@@ -38,7 +38,7 @@ __all__ = ["build_rope_cache", "apply_rope", "rope_forward", "rope_backward", "r
 
 
 def build_rope_cache(seq_len, head_dim, base=10000, dtype=np.float32):
-    """The cos/sin tables of RoPE for positions ``0 .. seq_len-1`` (the seed's step 8).
+    """The cos/sin tables of RoPE for positions ``0 .. seq_len-1`` (the chapter's step 8).
 
     Angle of pair i at position pos: ``pos * base^(-2i/head_dim)`` (RoFormer eq. 15), computed in
     float64 and cast to ``dtype`` at the end, so positions past 1,000 keep their accuracy.
@@ -80,7 +80,7 @@ def build_rope_cache(seq_len, head_dim, base=10000, dtype=np.float32):
 
 
 def rotate_half(x):
-    """Interleaved ``rotate_half`` of the seed's step 8: pair (x0, x1) -> (-x1, x0).
+    """Interleaved ``rotate_half`` of the chapter's step 8: pair (x0, x1) -> (-x1, x0).
 
     Args:
         x (np.ndarray): (..., hs), hs even.

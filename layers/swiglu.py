@@ -6,7 +6,7 @@ Weights in PyTorch Linear layout (out_features, in_features): w_gate (H, C), w_u
 w_down (O, H); no biases.
 
 Forward (Shazeer 2020, "GLU Variants Improve Transformer", eq. 6 with Swish_1 = SiLU; the
-seed's step 6), per row::
+chapter's step 6), per row::
 
     a   = x Wg^T                # (N, H) gate pre-activation
     u   = x Wu^T                # (N, H) up projection (the "value")

@@ -18,7 +18,7 @@ from minigrad import Tensor
 
 
 def rotate_half_composite(x: Tensor) -> Tensor:
-    """Interleaved pair (x0, x1) -> (-x1, x0), the seed's step 8, from indexing + stack."""
+    """Interleaved pair (x0, x1) -> (-x1, x0), the chapter's step 8, from indexing + stack."""
     x1 = x[..., 0::2]                                   # (..., hs/2)
     x2 = x[..., 1::2]                                   # (..., hs/2)
     return minigrad.stack([-x2, x1], axis=-1).reshape(*x.shape)  # (..., hs/2, 2) -> (..., hs)

@@ -27,7 +27,7 @@ def rms_norm_ref(x, weight, eps=1e-6):
 
 
 def gelu_ref(x):
-    """``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`` from primitives (the seed's step 6)."""
+    """``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`` from primitives (the chapter's step 6)."""
     return 0.5 * x * (1.0 + (math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)).tanh())
 
 

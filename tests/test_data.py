@@ -21,7 +21,7 @@ from gpt.data import (
 def test_builtin_corpus_has_48_distinct_characters():
     text = load_corpus()
     assert len(set(text)) == 48
-    # ln 48 = 3.8712, the seed's uniform baseline
+    # ln 48 = 3.8712, the chapter's uniform baseline
     assert round(uniform_baseline(len(set(text))), 4) == 3.8712
 
 
@@ -78,7 +78,7 @@ def test_tokenizer_round_trip_builtin_and_unicode():
     assert ids.dtype == np.uint8 and ids.shape == (len(text),)
     assert ids.min() == 0 and ids.max() == 47
     assert tok.decode(ids) == text
-    # independent reference: the seed's per-character dict lookup
+    # independent reference: the chapter's per-character dict lookup
     assert ids.tolist() == [tok.stoi[c] for c in text]
     uni = "naïve — 日本語 😀 naïve"
     tu = CharTokenizer(uni)

@@ -16,8 +16,8 @@ from experiments import _runner, four_variants
 from experiments._cli import atomic_write_text, check_output_dir, UsageError
 
 REPO = Path(__file__).resolve().parents[1]
-# The seed's run_log (chapter "The Details That Matter"), 48-character vocabulary.
-SEED_PARAMS = {("ln", "gelu"): 105216, ("rms", "gelu"): 104896,
+# The chapter's run_log (chapter "The Details That Matter"), 48-character vocabulary.
+CHAPTER_PARAMS = {("ln", "gelu"): 105216, ("rms", "gelu"): 104896,
                ("ln", "swiglu"): 104320, ("rms", "swiglu"): 104000}
 
 
@@ -37,7 +37,7 @@ def all_files(root):
 
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory):
-    """One real invocation with the seed's model, 3 steps, checkpoints on."""
+    """One real invocation with the chapter's model, 3 steps, checkpoints on."""
     cwd = tmp_path_factory.mktemp("run")
     out = cwd / "out"
     proc = run_cli(["--steps", "3", "--output-dir", str(out), "--save-checkpoints", "--no-plots"],
@@ -54,9 +54,9 @@ def test_cli_prints_the_seed_table(small_run):
     assert lines[i].split() == ["norm", "mlp", "params", "train", "val"]
     assert lines[i + 1] == "-" * 50
     rows = [ln.split() for ln in lines[i + 2:i + 6]]
-    assert [(r[0], r[1]) for r in rows] == list(SEED_PARAMS)  # the seed's order
+    assert [(r[0], r[1]) for r in rows] == list(CHAPTER_PARAMS)  # the chapter's order
     for r in rows:
-        assert int(r[2]) == SEED_PARAMS[(r[0], r[1])]
+        assert int(r[2]) == CHAPTER_PARAMS[(r[0], r[1])]
         train, val = float(r[3]), float(r[4])
         assert math.isfinite(train) and math.isfinite(val) and train > 0 and val > 0
     # the table shows the full-split means recorded in results.json
@@ -77,7 +77,7 @@ def test_cli_writes_run_log_results_and_checkpoints(small_run):
     log = (out / "run_log.txt").read_text(encoding="utf-8").splitlines()
     assert log[1:5] == ["steps: 3", "uniform baseline: 3.8712", "", four_variants.table_header()]
     assert [ln.split()[:3] for ln in log[5:9]] == [[n, m, str(p)] for (n, m), p in
-                                                  SEED_PARAMS.items()]
+                                                  CHAPTER_PARAMS.items()]
     assert any(ln.startswith("Lessons") for ln in log)  # the chapter's lessons, checked
 
     res = json.loads((out / "results.json").read_text(encoding="utf-8"))
@@ -93,9 +93,9 @@ def test_cli_writes_run_log_results_and_checkpoints(small_run):
     assert cfg["corpus"]["train_tokens"] + cfg["corpus"]["val_tokens"] == cfg["corpus"][
         "characters"]
     assert {"python", "numpy", "minigrad-gpt"} <= set(res["versions"])
-    assert [(v["norm"], v["mlp"]) for v in res["runs"]] == list(SEED_PARAMS)
+    assert [(v["norm"], v["mlp"]) for v in res["runs"]] == list(CHAPTER_PARAMS)
     for v in res["runs"]:
-        assert v["status"] == "ok" and v["params"] == SEED_PARAMS[(v["norm"], v["mlp"])]
+        assert v["status"] == "ok" and v["params"] == CHAPTER_PARAMS[(v["norm"], v["mlp"])]
         assert len(v["loss_curve"]) == 3 and v["steps_completed"] == 3
         for k in ("train_loss", "val_loss", "train_loss_one_batch", "val_loss_one_batch"):
             assert math.isfinite(v[k])

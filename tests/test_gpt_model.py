@@ -59,7 +59,7 @@ def test_config_rejects_non_integers():
     ("ln", "swiglu", 104320), ("rms", "swiglu", 104000),
 ])
 def test_parameter_counts_match_the_seeds_run_log(norm, mlp, count):
-    # counts printed by the seed's PyTorch build.py for a 48-character vocabulary
+    # counts printed by the chapter's PyTorch build.py for a 48-character vocabulary
     model = GPT(GPTConfig(vocab_size=48, norm=norm, mlp=mlp))
     assert model.num_parameters() == count
     assert sum(a.size for a in model.state_dict().values()) == count

@@ -1,9 +1,9 @@
 """Parity with PyTorch: the same model, the same initial weights, the same batches, the same
 optimizer; the per-step training losses must agree.
 
-The PyTorch model is written here, from the seed's build.py (``ModernGPT`` with nn.LayerNorm or
+The PyTorch model is written here, from the chapter's build.py (``ModernGPT`` with nn.LayerNorm or
 its RMSNorm, GELU MLP or SwiGLU, nanoGPT attention with a -inf mask, lm_head tied to the token
-embedding; RoPE as in the seed's step 8). torch is optional: the test is skipped when it is not installed.
+embedding; RoPE as in the chapter's step 8). torch is optional: the test is skipped when it is not installed.
 """
 import math
 
@@ -55,7 +55,7 @@ class TorchMLP(nn.Module):
 
 
 def torch_rope_cache(seq_len, head_dim, dtype, base=10000):
-    """The seed's step-8 build_rope_cache, with the angles in float64 before the cast."""
+    """The chapter's step-8 build_rope_cache, with the angles in float64 before the cast."""
     half = head_dim // 2
     inv_freq = 1.0 / (base ** (torch.arange(half, dtype=torch.float64) / half))
     angles = torch.outer(torch.arange(seq_len, dtype=torch.float64), inv_freq)  # (T, hs/2)
@@ -65,7 +65,7 @@ def torch_rope_cache(seq_len, head_dim, dtype, base=10000):
 
 
 def torch_rotate_half(x):
-    """The seed's step-8 rotate_half: interleaved pairs (x[2i], x[2i+1]) -> (-x[2i+1], x[2i])."""
+    """The chapter's step-8 rotate_half: interleaved pairs (x[2i], x[2i+1]) -> (-x[2i+1], x[2i])."""
     x1 = x[..., ::2]
     x2 = x[..., 1::2]
     return torch.stack((-x2, x1), dim=-1).flatten(-2)
@@ -149,8 +149,8 @@ def _data(n=4000, seed=0):
 @pytest.mark.parametrize("dtype, rtol", [("float64", 1e-9), ("float32", 1e-4)])
 @pytest.mark.parametrize("norm, mlp, pos", [
     ("ln", "gelu", "learned"), ("rms", "gelu", "learned"), ("ln", "swiglu", "learned"),
-    ("rms", "swiglu", "learned"),              # the seed's four variants
-    ("ln", "gelu", "rope"), ("rms", "swiglu", "rope"),   # RoPE as in the seed's step 8
+    ("rms", "swiglu", "learned"),              # the chapter's four variants
+    ("ln", "gelu", "rope"), ("rms", "swiglu", "rope"),   # RoPE as in the chapter's step 8
 ])
 def test_training_losses_match_pytorch(norm, mlp, pos, dtype, rtol):
     tdtype = torch.float64 if dtype == "float64" else torch.float32

@@ -26,7 +26,7 @@ def _leaves(*arrays):
 
 
 def _closed(x, wg, wu, wd):
-    """The seed's step 6 in NumPy: w3(silu(w1 x) * w2 x)."""
+    """The chapter's step 6 in NumPy: w3(silu(w1 x) * w2 x)."""
     a = x @ wg.T
     return ((a / (1 + np.exp(-a))) * (x @ wu.T)) @ wd.T
 

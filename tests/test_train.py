@@ -1,4 +1,4 @@
-"""Tests of gpt.train: the seed's loop, determinism, evaluation, divergence handling."""
+"""Tests of gpt.train: the chapter's loop, determinism, evaluation, divergence handling."""
 import math
 
 import numpy as np
@@ -27,7 +27,7 @@ def small_config(vocab_size, **kw):
 
 def test_training_lowers_the_loss_on_builtin_corpus(corpus):
     tok, tr, va = corpus
-    model = GPT(GPTConfig(tok.vocab_size), seed=0)  # the seed's configuration
+    model = GPT(GPTConfig(tok.vocab_size), seed=0)  # the chapter's configuration
     before_train = evaluate(model, tr)
     before_val = evaluate(model, va)
     # PyTorch's init (embedding ~ N(0, 1), tied to lm_head) starts far above ln(48) = 3.87
@@ -43,7 +43,7 @@ def test_training_lowers_the_loss_on_builtin_corpus(corpus):
 
 
 def test_train_matches_the_seed_loop_written_out(corpus):
-    """train() is exactly the seed's loop: get_batch, forward, zero_grad, backward, clip, step."""
+    """train() is exactly the chapter's loop: get_batch, forward, zero_grad, backward, clip, step."""
     tok, tr, _ = corpus
     cfg = small_config(tok.vocab_size)
     a = GPT(cfg, seed=3)
