@@ -378,5 +378,6 @@ def test_help_of_a_study_shows_the_model_sizes_with_their_defaults(tmp_path):
     for opt, default in (("--batch-size B", 32), ("--block-size T", 32), ("--n-layers L", 2),
                          ("--n-heads H", 4), ("--d-model C", 64),
                          ("--eval-tokens N", _runner.EVAL_TOKENS)):
-        i = flat.index(opt, flat.index("options:"))
+        # argparse heads the list "options:" from Python 3.10, "optional arguments:" before
+        i = flat.index(opt, flat.index("options:" if "options:" in flat else "optional arguments:"))
         assert f"(default {default}" in flat[i:i + 200], opt
