@@ -54,6 +54,7 @@ from experiments._threads import add_threads_option
 from experiments._cli import (ArgumentParser, Printer, UsageError, fail, nonnegative_int, path_arg,
                               positive_int)
 from experiments.four_variants import VARIANTS
+from experiments._runner import MAX_STEPS, _steps_arg
 from experiments.gradcheck_report import check_json_path, write_json
 
 PROG = "python -m experiments.bench"
@@ -108,8 +109,8 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--repeats", type=positive_int, default=5, metavar="N",
                    help="timed repeats, each of --steps steps of ours, the reference and the "
                         "floor (default 5)")
-    p.add_argument("--steps", type=positive_int, default=10, metavar="N",
-                   help="steps per repeat (default 10)")
+    p.add_argument("--steps", type=_steps_arg, default=10, metavar="N",
+                   help=f"steps per repeat, at most {MAX_STEPS:,} (default 10)")
     p.add_argument("--warmup", type=positive_int, default=3, metavar="N",
                    help="untimed steps before the first repeat (default 3)")
     p.add_argument("--data", type=_choices(["corpus", "random"], "data"), default=["corpus"],
