@@ -33,6 +33,7 @@ from gpt.cli import (EXIT_INTERRUPTED, EXIT_USAGE, ArgumentParser, Printer,  # n
 
 __all__ = [
     "EXIT_USAGE",
+    "remove_empty_dirs",
     "EXIT_INTERRUPTED",
     "Printer",
     "run_main",
@@ -130,3 +131,14 @@ def new_run_id() -> str:
     run's."""
     now = datetime.datetime.now(datetime.timezone.utc)
     return f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
+
+
+def remove_empty_dirs(dirs) -> None:
+    """Remove the directories a run created (``dirs``: ``Path`` objects, deepest first) while
+    they are still empty; stop at the first that is not (a failed or interrupted run leaves no
+    empty folders behind)."""
+    for d in dirs:
+        try:
+            d.rmdir()
+        except OSError:
+            return

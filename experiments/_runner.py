@@ -107,6 +107,7 @@ from gpt.train import TrainingDiverged, estimate_loss, evaluate
 from experiments import _plots, _report
 from experiments._threads import add_threads_option
 from experiments._cli import (ArgumentParser, Printer, UsageError, check_output_dir, fail,
+                              remove_empty_dirs,
                               int_arg, interrupted, mark_outputs_written, new_run_id,
                               nonnegative_int, path_arg, positive_float, positive_int)
 
@@ -739,13 +740,6 @@ def run_jobs(plan: Plan, jobs: int = 1,
 # ---------------------------------------------------------------------------- the command
 
 
-def _remove_empty(dirs) -> None:
-    """Remove the directories this run created (deepest first) if they are still empty."""
-    for d in dirs:
-        try:
-            d.rmdir()
-        except OSError:
-            return
 
 
 def run_study(study: Study, argv: Optional[Sequence[str]] = None) -> int:
@@ -810,11 +804,11 @@ def run_study(study: Study, argv: Optional[Sequence[str]] = None) -> int:
             group.write_text(out / "results.json", _report.results_json(report))
             group.write_text(out / "run_log.txt", _report.run_log(report))
     except KeyboardInterrupt:
-        _remove_empty(created)
+        remove_empty_dirs(created)
         interrupted(study.prog)
         return EXIT_INTERRUPTED
     except OSError as e:
-        _remove_empty(created)
+        remove_empty_dirs(created)
         fail(study.prog, f"cannot write the outputs to {out}: {e.strerror or e}; nothing written")
 
     mark_outputs_written(str(out))

@@ -52,7 +52,7 @@ from gpt.atomic import AtomicGroup, check_replaceable
 from layers.layernorm import layernorm_backward, layernorm_forward
 from layers.rmsnorm import rmsnorm_backward, rmsnorm_forward
 
-from experiments._cli import interrupted, new_run_id, run_main
+from experiments._cli import interrupted, new_run_id, remove_empty_dirs, run_main
 from experiments._cli import (ArgumentParser, Printer, UsageError, check_output_dir, fail,
                               nonnegative_int, path_arg, positive_int)
 from experiments._opcount import totals, trace
@@ -503,11 +503,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              json.dumps(results, indent=1, allow_nan=False) + "\n")
             group.write_text(out / "run_log.txt", "\n".join(lines) + "\n")
     except KeyboardInterrupt:
-        _remove_empty(created)
+        remove_empty_dirs(created)
         interrupted(PROG)
         return 130
     except OSError as e:
-        _remove_empty(created)
+        remove_empty_dirs(created)
         fail(PROG, f"cannot write the outputs to {out}: {e.strerror or e}; nothing written")
     for line in lines:
         say(line)
@@ -515,12 +515,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 0
 
 
-def _remove_empty(dirs) -> None:
-    for d in dirs:
-        try:
-            d.rmdir()
-        except OSError:
-            return
 
 
 if __name__ == "__main__":

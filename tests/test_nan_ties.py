@@ -23,7 +23,7 @@ def _grad(fn, x, g=None):
     return y.data, t.grad
 
 
-def _eq(a, b):
+def _assert_same(a, b):
     np.testing.assert_array_equal(np.asarray(a, dtype=float), np.asarray(b, dtype=float))
 
 
@@ -33,11 +33,11 @@ def test_max_full_reduction_nan_and_ties():
     # tied maxima share it evenly.
     v, g = _grad(lambda t: t.max(), [1., NAN, 2.])
     assert np.isnan(v)
-    _eq(g, [0, 1, 0])
-    _eq(_grad(lambda t: t.max(), [1., NAN, NAN])[1], [0, .5, .5])
-    _eq(_grad(lambda t: t.max(), [2., 1., 2.])[1], [.5, 0, .5])
-    _eq(_grad(lambda t: t.min(), [INF, -INF, -INF, 0.])[1], [0, .5, .5, 0])
-    _eq(_grad(lambda t: t.max(axis=1), [[1., NAN], [3., 3.]], g=np.array([2., 4.]))[1],
+    _assert_same(g, [0, 1, 0])
+    _assert_same(_grad(lambda t: t.max(), [1., NAN, NAN])[1], [0, .5, .5])
+    _assert_same(_grad(lambda t: t.max(), [2., 1., 2.])[1], [.5, 0, .5])
+    _assert_same(_grad(lambda t: t.min(), [INF, -INF, -INF, 0.])[1], [0, .5, .5, 0])
+    _assert_same(_grad(lambda t: t.max(axis=1), [[1., NAN], [3., 3.]], g=np.array([2., 4.]))[1],
         [[0, 2], [2, 2]])
 
 
@@ -47,21 +47,21 @@ def test_amax_amin_nan_gives_nan_gradient_and_ties_split():
     assert np.isnan(v) and np.isnan(g).all()
     v, g = _grad(lambda t: t.amax(dim=1), [[1., NAN, 2.], [3., 1., 3.]])
     assert np.isnan(g[0]).all()
-    _eq(g[1], [.5, 0, .5])
-    _eq(_grad(lambda t: t.amin(dim=0, keepdim=True), [[0., 1.], [0., 2.]])[1], [[.5, 1], [.5, 0]])
+    _assert_same(g[1], [.5, 0, .5])
+    _assert_same(_grad(lambda t: t.amin(dim=0, keepdim=True), [[0., 1.], [0., 2.]])[1], [[.5, 1], [.5, 0]])
 
 
 def test_max_with_dim_values_indices_first_occurrence():
     x = Tensor([[1., NAN, 2.], [3., 1., 3.], [-INF, -INF, -INF]])
     r = x.max(dim=1)
-    _eq(r.values.data, [NAN, 3, -INF])
-    _eq(r.indices.data, [1, 0, 0])
+    _assert_same(r.values.data, [NAN, 3, -INF])
+    _assert_same(r.indices.data, [1, 0, 0])
     assert r.indices.dtype == np.int64
     r = x.min(dim=0, keepdim=True)
-    _eq(r.values.data, [[-INF, NAN, -INF]])
-    _eq(r.indices.data, [[2, 0, 2]])
-    _eq(_grad(lambda t: t.max(dim=1), [[3., 1., 3.]])[1], [[1, 0, 0]])   # first of the ties
-    _eq(x.argmax(dim=1).data, [1, 0, 0])
+    _assert_same(r.values.data, [[-INF, NAN, -INF]])
+    _assert_same(r.indices.data, [[2, 0, 2]])
+    _assert_same(_grad(lambda t: t.max(dim=1), [[3., 1., 3.]])[1], [[1, 0, 0]])   # first of the ties
+    _assert_same(x.argmax(dim=1).data, [1, 0, 0])
     assert x.argmax().item() == 1 and x.argmin().item() == 1      # flattened; NaN wins both
     with pytest.raises(TypeError, match="both axis= and dim="):
         x.max(axis=0, dim=0)
@@ -88,8 +88,8 @@ def test_max_with_dim_values_indices_first_occurrence():
 ])
 def test_elementwise_masks(name, fn, x, value, grad):
     v, g = _grad(fn, x)
-    _eq(v, value)
-    _eq(g, grad)
+    _assert_same(v, value)
+    _assert_same(g, grad)
 
 
 # --------------------------------------------------------------- against torch
