@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # runs the benchmark and the PyTorch reference; leave out with -m "not slow"
+
 from gpt import GPT, GPTConfig
 
 from experiments import bench

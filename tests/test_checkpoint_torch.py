@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.slow  # loads checkpoints into PyTorch; leave out with -m "not slow"
+
 torch = pytest.importorskip("torch")
 
 from gpt import GPT, GPTConfig, save_checkpoint  # noqa: E402

@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.slow  # runs the commands as subprocesses; leave out with -m "not slow"
+
 from experiments import _runner, four_variants
 from experiments._cli import run_main
 from gpt import GPT, GPTConfig

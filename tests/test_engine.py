@@ -35,6 +35,7 @@ def test_shared_weight_gets_sum_of_both_uses():
     assert gradcheck(lambda w: (x @ w).tanh() @ w, [w])
 
 
+@pytest.mark.slow
 def test_chain_of_100000_ops():
     x = Tensor(np.array([1.5, -2.0]), requires_grad=True)
     y = x

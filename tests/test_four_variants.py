@@ -128,6 +128,7 @@ def _strip_times(res):
     return res
 
 
+@pytest.mark.slow
 def test_same_arguments_same_numbers(tmp_path, capsys):
     args = ["--steps", "2", "--n-layers", "1", "--d-model", "32", "--block-size", "16"]
     for name in ("a", "b"):
@@ -398,6 +399,7 @@ def test_out_of_memory_is_one_line(tmp_path, capsys, monkeypatch):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_a_closed_stdout_still_writes_the_outputs(tmp_path):
     out = tmp_path / "out"
     env = dict(os.environ)

@@ -349,6 +349,7 @@ def test_raise_exception_false_returns_false():
                      fast_mode=True) is False
 
 
+@pytest.mark.slow
 def test_fast_mode_checks_every_parameter_of_a_model():
     # ~100k float64 parameters read through closure (as a Module's would be), checked jointly.
     rng = np.random.default_rng(0)

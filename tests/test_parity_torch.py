@@ -10,6 +10,8 @@ import math
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.slow  # PyTorch parity: trains both engines; leave out with -m "not slow"
+
 torch = pytest.importorskip("torch")
 nn = torch.nn
 F = torch.nn.functional
