@@ -1,100 +1,38 @@
 """Gradient check: the engine's gradients against central differences.
 
-Modelled on ``torch.autograd.gradcheck`` (slow and fast mode), and stricter where it is weak:
+Modelled on ``torch.autograd.gradcheck`` (slow and fast mode). The idea, for ``out = fn(x)``:
 
-* **Slow mode** builds the full analytical Jacobian (one backward per output entry, with a
-  one-hot upstream gradient) and the central-difference Jacobian
-  ``(f(x + eps e_k) - f(x - eps e_k)) / (2 eps)``, and compares them entry by entry. It then
-  compares one vector-Jacobian product ``J^T G`` for a random Gaussian upstream gradient ``G``
-  (a backward that ignores its upstream gradient passes a one-hot test on a scalar output, not
-  this one).
-* **Fast mode** draws Gaussian directions ``u`` over all inputs jointly (unit norm over their
-  concatenation) and a Gaussian upstream gradient ``G``, and compares the numerical
-  ``<G, J u> = (<G, f(x + eps u)> - <G, f(x - eps u)>) / (2 eps)`` with the analytical
-  ``<J^T G, u>`` (one backward), over ``n_directions`` directions: two forward passes per
-  direction, whatever the number of parameters (PyTorch's fast mode, Gaussian and without
-  scaling atol by the directions). On failure it falls back to slow mode, restricted to the
-  inputs that fail on their own, to build the report.
-* **Structural checks**: each gradient has its input's exact shape and dtype and is finite;
-  inputs that are not checked (integer indices, constants) get no gradient; ``fn`` and backward
-  do not modify the inputs; a zero upstream gradient gives exactly zero gradients; two
-  backward passes on fresh graphs give bit-identical gradients.
-* **Kinks**: where a violating entry sits at a point whose one-sided differences
-  ``(f(x+eps) - f(x)) / eps`` and ``(f(x) - f(x-eps)) / eps`` disagree and the analytical value
-  lies between them (ReLU at 0), the report names a non-differentiable point instead of
-  blaming the backward.
+1. **Numerical Jacobian** by central differences, one input entry ``k`` at a time:
+   ``J_num[:, k] = (f(x + eps e_k) - f(x - eps e_k)) / (2 eps)``, an error of order eps².
+2. **Analytical Jacobian** from the engine: backward with a one-hot upstream gradient
+   ``G = e_o`` gives row ``o`` of ``J`` (a vector-Jacobian product ``J^T e_o``), one backward
+   per output entry.
+3. **Compare** entry by entry: an entry passes when
+   ``|analytical - numerical| <= atol + rtol * |numerical|``.
+4. Then compare one vector-Jacobian product ``J^T G`` for a random Gaussian upstream gradient
+   ``G`` (a backward that ignores its upstream gradient passes a one-hot test on a scalar
+   output, not this one).
 
-An entry passes when ``|analytical - numerical| <= atol + rtol * |numerical|``. Errors are
-reported as ``abs err = |analytical - numerical|`` and
-``rel err = abs err / max(|numerical|, atol)`` (floored at atol so that entries whose true
-value is zero do not dominate).
+That is slow mode. Errors are reported as ``abs err = |analytical - numerical|`` and
+``rel err = abs err / max(|numerical|, atol)`` (floored at atol so that entries whose true value
+is zero do not dominate).
+
+Everything around it lives in ``gradcheck_diagnostics.py``: the settings' checks, the
+structural checks (gradient shape and dtype, finite, inputs not modified, zero upstream gives
+zero, deterministic), fast mode (directional products with a slow-mode fallback), the kink
+analysis and the failure report with its hints.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Optional, Sequence
 
 import numpy as np
 
 from .grad_mode import enable_grad, no_grad
+from .gradcheck_diagnostics import Diagnostics, Failure, GradcheckReport, _idx
 from .tensor import Tensor
 
 __all__ = ["GradcheckError", "GradcheckReport", "gradcheck", "gradcheck_report"]
-
-# Jacobian blocks with at most this many entries are printed in full in a failure message.
-_PRINT_JACOBIAN_MAX = 64
-# The slow fallback of fast mode builds full Jacobians only below these sizes (else J^T G only).
-_FALLBACK_MAX_OUTPUTS = 2048
-_FALLBACK_MAX_ENTRIES = 1_000_000
-
-
-@dataclass
-class GradcheckReport:
-    """What one gradient check found; ``gradcheck_report`` returns it, ``GradcheckError.report``
-    carries it.
-
-    Attributes:
-        passed (bool): True when every check passed.
-        check (str): the first failing check, or ``"passed"``. One of ``"backward error"``,
-            ``"shape/dtype"``, ``"finite"``, ``"input mutated"``, ``"unchecked input got a
-            gradient"``, ``"jacobian"`` (slow mode, one-hot upstream), ``"vjp"`` (slow mode,
-            random upstream), ``"fast"`` (directional products), ``"kink"`` (every violating
-            entry is at a non-differentiable point), ``"zero upstream"``, ``"determinism"``.
-        mode (str): ``"slow"`` or ``"fast"``.
-        max_abs_err (float): max ``|analytical - numerical|`` over everything compared (Jacobian
-            entries and J^T G entries in slow mode; directional products in fast mode). NaN when
-            a structural check failed before any comparison.
-        max_rel_err (float): max ``abs err / max(|numerical|, atol)`` over the same set.
-        max_tol_ratio (float): max ``abs err / (atol + rtol * |numerical|)``; <= 1 means pass.
-        worst (tuple[int, tuple[int, ...]] | None): (input position in ``inputs``, index into
-            that input) of the entry with the largest ``tol_ratio``; None in fast mode when it
-            passes (directions have no entry).
-        worst_output (tuple[int, ...] | None): the output index of that entry (Jacobian
-            entries only).
-        n_violations (int): entries that violate the tolerance in the failing check (0 if
-            passed).
-        n_compared (int): entries compared in the failing check (all comparisons if passed).
-        message (str): the full human-readable report (the GradcheckError text on failure).
-        eps, atol, rtol (float), seed (int): the settings used.
-        checked_inputs (tuple[int, ...]): positions of the inputs that were checked.
-    """
-
-    passed: bool
-    check: str
-    mode: str
-    max_abs_err: float
-    max_rel_err: float
-    max_tol_ratio: float
-    worst: Optional[Tuple[int, Tuple[int, ...]]]
-    worst_output: Optional[Tuple[int, ...]]
-    n_violations: int
-    n_compared: int
-    message: str
-    eps: float
-    atol: float
-    rtol: float
-    seed: int
-    checked_inputs: Tuple[int, ...] = field(default_factory=tuple)
 
 
 class GradcheckError(RuntimeError):
@@ -105,82 +43,20 @@ class GradcheckError(RuntimeError):
         self.report = report
 
 
-class _Failure(Exception):
-    """Internal: carries a failing check up to ``_Checker.run``."""
+class _Checker(Diagnostics):
+    """One gradient check of ``fn`` at ``inputs``. The settings (``eps``, ``atol``, ``rtol``,
+    ``seed``), the checked input positions (``checked``) and every check beyond the Jacobian
+    comparison come from ``Diagnostics``."""
 
-    def __init__(self, check: str, text: str, **fields: Any) -> None:
-        super().__init__(text)
-        self.check = check
-        self.text = text
-        self.fields = fields
-
-
-def _idx(shape: tuple, k: int) -> Tuple[int, ...]:
-    return tuple(int(i) for i in np.unravel_index(int(k), shape)) if len(shape) else ()
-
-
-def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
-    return a.shape == b.shape and a.dtype == b.dtype and \
-        np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
-
-
-def _fmt(x: float) -> str:
-    return f"{x: .6e}"
-
-
-class _Checker:
-    def __init__(self, fn, inputs, eps, atol, rtol, fast_mode, seed, n_directions):
-        self.full_jacobian_passed = False
-        if not callable(fn):
-            raise TypeError(f"gradcheck: fn must be callable, got {type(fn).__name__}")
-        if isinstance(inputs, (Tensor, np.ndarray)):
-            inputs = (inputs,)
-        self.inputs = tuple(inputs)
-        for name, v in (("eps", eps), ("atol", atol), ("rtol", rtol)):
-            if not np.isfinite(v) or v < 0 or (name == "eps" and v == 0):
-                raise ValueError(f"gradcheck: {name} must be a finite number > 0 (>= 0 for "
-                                 f"atol/rtol), got {v}")
-        if int(n_directions) < 1:
-            raise ValueError(f"gradcheck: n_directions must be >= 1, got {n_directions}")
-        self.fn, self.eps, self.atol, self.rtol = fn, float(eps), float(atol), float(rtol)
-        self.fast_mode, self.seed, self.n_directions = bool(fast_mode), int(seed), int(n_directions)
-        self.mode = "fast" if self.fast_mode else "slow"
-        self.checked: List[int] = []
-        seen = set()
-        for i, t in enumerate(self.inputs):
-            if isinstance(t, Tensor) and t.requires_grad:
-                if t.dtype != np.float64:
-                    raise TypeError(
-                        f"gradcheck: input {i} (shape {t.shape}) requires grad but has dtype "
-                        f"{t.dtype}; gradient checks need float64 (use Tensor(x, dtype=np.float64))"
-                    )
-                if not t.is_leaf:
-                    raise ValueError(
-                        f"gradcheck: input {i} (shape {t.shape}) is not a leaf Tensor; pass "
-                        "Tensor(x.data.copy(), requires_grad=True) instead"
-                    )
-                if id(t) not in seen:
-                    seen.add(id(t))
-                    self.checked.append(i)
-        if not self.checked:
-            raise ValueError("gradcheck: no input requires grad, so there is nothing to check")
-        self.others = [i for i, t in enumerate(self.inputs)
-                       if isinstance(t, Tensor) and i not in self.checked
-                       and not (t.requires_grad and id(t) in seen)]
-        self.stats = dict(abs=0.0, rel=0.0, ratio=0.0, worst=None, worst_out=None, n=0)
-
-    # ------------------------------------------------------------------ helpers
-    def header(self, check: str) -> str:
-        return (f"gradcheck failed: check '{check}' ({self.mode} mode, eps={self.eps:g}, "
-                f"atol={self.atol:g}, rtol={self.rtol:g}, seed={self.seed})")
-
-    def desc(self, p: int) -> str:
-        return f"input {p} (shape {self.inputs[p].shape})"
-
-    def t(self, p: int) -> Tensor:
-        return self.inputs[p]
+    # ------------------------------------------------------------------ fn and its backward
+    def f(self) -> np.ndarray:
+        """``fn(*inputs)`` without a graph, as float64: what the central differences evaluate."""
+        with no_grad():
+            out = self.fn(*self.inputs)
+        return np.array(out.data, dtype=np.float64, copy=True)
 
     def forward_graph(self) -> Tensor:
+        """``fn(*inputs)`` with a graph, for the engine's backward."""
         with enable_grad():
             out = self.fn(*self.inputs)
         if not isinstance(out, Tensor):
@@ -189,77 +65,22 @@ class _Checker:
             raise TypeError(f"gradcheck: fn must return a floating Tensor, got dtype {out.dtype}")
         return out
 
-    def f(self) -> np.ndarray:
-        with no_grad():
-            out = self.fn(*self.inputs)
-        return np.array(out.data, dtype=np.float64, copy=True)
-
     def backward(self, out: Tensor, G: np.ndarray, retain: bool = False) -> list:
+        """The engine's ``J^T G`` for every checked input (None where no gradient arrived)."""
         for p in self.checked:
             self.t(p).grad = None
         if out.requires_grad:
             try:
                 out.backward(G.astype(out.dtype), retain_graph=retain)
             except (RuntimeError, ValueError, TypeError, FloatingPointError, IndexError) as e:
-                raise _Failure("backward error", f"{self.header('backward error')}\n"
-                               f"backward raised {type(e).__name__}: {e}") from e
+                raise Failure("backward error", f"{self.header('backward error')}\n"
+                              f"backward raised {type(e).__name__}: {e}") from e
         return [self.t(p).grad for p in self.checked]
 
-    def dense(self, grads: list) -> list:
-        return [np.zeros(self.t(p).shape) if g is None else np.asarray(g, dtype=np.float64)
-                for p, g in zip(self.checked, grads)]
-
-    def check_mutation(self, snap: dict, when: str) -> None:
-        for i, ref in snap.items():
-            x = self.inputs[i]
-            cur = x.data if isinstance(x, Tensor) else x
-            if not _same_bits(np.asarray(cur), ref):
-                cur = np.asarray(cur)
-                changed = (int(np.sum(cur != ref)) if cur.shape == ref.shape else "all")
-                raise _Failure("input mutated", f"{self.header('input mutated')}\n"
-                               f"input {i} (shape {ref.shape}) was modified in place by {when} "
-                               f"({changed} of {ref.size} entries changed); fn and backward must "
-                               "not write to their inputs", worst=(i, ()))
-
-    def check_structure(self, grads: list) -> None:
-        for p, g in zip(self.checked, grads):
-            t = self.t(p)
-            if g is None:
-                continue
-            if not isinstance(g, np.ndarray) or g.shape != t.shape or g.dtype != t.dtype:
-                got = (f"shape {g.shape}, dtype {g.dtype}" if isinstance(g, np.ndarray)
-                       else type(g).__name__)
-                raise _Failure("shape/dtype", f"{self.header('shape/dtype')}\n"
-                               f"the gradient of {self.desc(p)} has {got}; expected shape "
-                               f"{t.shape}, dtype {t.dtype}", worst=(p, ()))
-            bad = ~np.isfinite(g)
-            if bad.any():
-                ks = np.flatnonzero(bad)
-                where = ", ".join(f"{_idx(t.shape, k)}={g.reshape(-1)[k]}" for k in ks[:5])
-                raise _Failure("finite", f"{self.header('finite')}\n"
-                               f"the gradient of {self.desc(p)} has {len(ks)} of {g.size} "
-                               f"non-finite entries: {where}",
-                               worst=(p, _idx(t.shape, ks[0])), n_viol=len(ks), n_cmp=g.size)
-        for i in self.others:
-            x = self.inputs[i]
-            if x.grad is not None:
-                raise _Failure("unchecked input got a gradient",
-                               f"{self.header('unchecked input got a gradient')}\ninput {i} "
-                               f"(shape {x.shape}, dtype {x.dtype}) is not checked (integer or "
-                               "not requiring grad) but received a gradient", worst=(i, ()))
-
-    def record(self, p, in_k, out_k, err, rel, ratio) -> None:
-        s = self.stats
-        s["abs"] = max(s["abs"], float(err))
-        s["rel"] = max(s["rel"], float(rel))
-        if ratio > s["ratio"] or s["worst"] is None:
-            s["ratio"] = float(ratio)
-            s["worst"] = None if p is None else (p, in_k)
-            s["worst_out"] = out_k
-
-    # ------------------------------------------------------------------ numerical
+    # ------------------------------------------------------------------ the two Jacobians
     def numerical(self, p: int, G: np.ndarray, base: np.ndarray, full: bool):
-        """Central differences for input p: (J_num, J_curv) if full, and the J^T G pieces."""
+        """Central differences for input p: ``J_num`` (m, n) when ``full``, and ``J_num^T G``
+        (n,); beside each, the one-sided differences' disagreement for the kink analysis."""
         arr = self.t(p).data
         n, m = arr.size, base.size
         J = np.zeros((m, n)) if full else None
@@ -285,6 +106,7 @@ class _Checker:
         return J, C, vjp, vcurv
 
     def analytic_jacobian(self, m: int) -> list:
+        """Row o of each input's Jacobian: backward with the one-hot upstream gradient e_o."""
         out = self.forward_graph()
         Js = [np.zeros((m, self.t(p).size)) for p in self.checked]
         for o in range(m):
@@ -299,345 +121,69 @@ class _Checker:
 
     # ------------------------------------------------------------------ compare
     def compare(self, check, p, A, Nm, Cv, out_shape, jac: bool):
-        """Compare analytical A with numerical Nm (2-D (m, n) Jacobians or 1-D (n,) J^T G)."""
-        t = self.t(p)
+        """Compare analytical A with numerical Nm (2-D (m, n) Jacobians or 1-D (n,) J^T G);
+        None when every entry passes, else the violations."""
         err = np.abs(A - Nm)
         tol = self.atol + self.rtol * np.abs(Nm)
         rel = err / np.maximum(np.abs(Nm), self.atol if self.atol > 0 else 1e-300)
         ratio = err / np.where(tol > 0, tol, 1e-300)
         bad = ~(err <= tol)
-        fin_err = np.where(np.isfinite(err), err, np.inf)
-        if A.size:
-            w = int(np.argmax(np.where(np.isnan(ratio), np.inf, ratio)))
-            wo, wk = (divmod(w, A.shape[1]) if jac else (None, w))
-            self.record(p, _idx(t.shape, wk), _idx(out_shape, wo) if jac else None,
-                        float(fin_err.reshape(-1)[w]), float(np.nan_to_num(rel, nan=np.inf).max()),
-                        float(np.nan_to_num(ratio, nan=np.inf).reshape(-1)[w]))
-        self.stats["n"] += A.size
+        self.track(p, A, err, rel, ratio, out_shape, jac)
         if not bad.any():
             return None
-        # Kinks: one-sided differences d+ = Nm + Cv/2, d- = Nm - Cv/2 disagree, and the
-        # analytical value lies between them (a one-sided derivative, not a wrong backward).
-        dp, dm = Nm + Cv / 2, Nm - Cv / 2
-        lo, hi = np.minimum(dp, dm), np.maximum(dp, dm)
-        ktol = self.atol + self.rtol * np.maximum(np.abs(dp), np.abs(dm))
-        kink = bad & (hi - lo > ktol) & (A >= lo - tol) & (A <= hi + tol)
-        return dict(check=check, p=p, A=A, Nm=Nm, err=err, tol=tol, rel=rel, ratio=ratio,
-                    bad=bad, kink=kink, dp=dp, dm=dm, jac=jac, out_shape=out_shape)
+        return self.violations(check, p, A, Nm, Cv, err, tol, rel, ratio, bad, out_shape, jac)
 
-    def fail_from(self, res: dict, others: list) -> _Failure:
-        p, A, Nm, bad, kink, jac = res["p"], res["A"], res["Nm"], res["bad"], res["kink"], res["jac"]
-        t = self.t(p)
-        x = self.original[p].reshape(-1)
-        out_shape = res["out_shape"]
-        n_bad, n_all = int(bad.sum()), bad.size
-        what = "Jacobian entries" if jac else "entries of J^T G (random Gaussian upstream G)"
-        only_kinks = bool((bad & ~kink).sum() == 0)
-        check = "kink" if only_kinks else res["check"]
-        lines = [self.header(check)]
-        where = (f"{self.desc(p)}, output of shape {tuple(out_shape)}")
-        lines.append(f"{where}: {n_bad} of {n_all} {what} violate "
-                     "|analytical - numerical| <= atol + rtol * |numerical|")
-        flat_bad = np.flatnonzero(bad.reshape(-1))
-        ratio = np.nan_to_num(res["ratio"].reshape(-1), nan=np.inf)
-        if kink.any():
-            kk = np.flatnonzero(kink.reshape(-1))
-            order = kk[np.argsort(-ratio[kk], kind="stable")]
-            for f in order[:5]:
-                o, k = divmod(int(f), A.shape[1]) if jac else (None, int(f))
-                lines.append(
-                    f"non-differentiable point at input {p}, index {_idx(t.shape, k)}, value "
-                    f"{float(x[k])!r}: one-sided differences {res['dm'].reshape(-1)[f]:.6g} (left) and "
-                    f"{res['dp'].reshape(-1)[f]:.6g} (right) disagree"
-                    + (f" for output {_idx(out_shape, o)}" if jac else "")
-                    + f"; the analytical {A.reshape(-1)[f]:.6g} is one of them, so the backward "
-                    "is not blamed; move the test point away from the kink")
-            if not only_kinks:
-                lines.append(f"{len(kk)} violating entries are at kinks; "
-                             f"{n_bad - len(kk)} are not:")
-        order = flat_bad[np.argsort(-ratio[flat_bad], kind="stable")]
-        if not only_kinks:
-            order = np.array([f for f in order if not kink.reshape(-1)[f]], dtype=int)
-        lines.append("worst entries:")
-        lines.append(f"  {'output index':>14} {'input index':>14} {'input value':>14} "
-                     f"{'analytical':>14} {'numerical':>14} {'abs err':>12} {'rel err':>12} "
-                     f"{'allowed':>12}")
-        for f in order[:5]:
-            o, k = divmod(int(f), A.shape[1]) if jac else (None, int(f))
-            oi = str(_idx(out_shape, o)) if jac else "(J^T G)"
-            lines.append(
-                f"  {oi:>14} {str(_idx(t.shape, k)):>14} {x[k]:>14.6g} "
-                f"{A.reshape(-1)[f]:>14.6g} {Nm.reshape(-1)[f]:>14.6g} "
-                f"{res['err'].reshape(-1)[f]:>12.3e} {res['rel'].reshape(-1)[f]:>12.3e} "
-                f"{res['tol'].reshape(-1)[f]:>12.3e}")
-        first = int(order[0]) if len(order) else int(flat_bad[0])
-        fo, fk = divmod(first, A.shape[1]) if jac else (None, first)
-        for h in ([] if only_kinks else self.hints(res)):
-            lines.append(f"hint: {h}")
-        for q, nb, na in others:
-            lines.append(f"also failing: {self.desc(q)}: {nb} of {na} entries")
-        if jac and A.size <= _PRINT_JACOBIAN_MAX:
-            lines.append(f"analytical Jacobian (rows: output entries of shape {tuple(out_shape)}, "
-                         f"columns: entries of input {p}):")
-            lines.append(np.array2string(A, precision=6, max_line_width=120))
-            lines.append("numerical Jacobian:")
-            lines.append(np.array2string(Nm, precision=6, max_line_width=120))
-        elif not jac and A.size <= _PRINT_JACOBIAN_MAX:
-            lines.append(f"analytical J^T G: {np.array2string(A.reshape(t.shape), precision=6)}")
-            lines.append(f"numerical  J^T G: {np.array2string(Nm.reshape(t.shape), precision=6)}")
-        return _Failure(check, "\n".join(lines), worst=(p, _idx(t.shape, fk)),
-                        worst_out=_idx(out_shape, fo) if jac else None,
-                        n_viol=n_bad, n_cmp=n_all)
-
-    def hints(self, res: dict) -> list:
-        A, Nm, tol, jac, p = res["A"], res["Nm"], res["tol"], res["jac"], res["p"]
-        out = []
-        if res["check"] == "vjp" and self.full_jacobian_passed:
-            # Every one-hot upstream gradient gave the right Jacobian, a random one does not:
-            # the backward does not scale by its upstream gradient.
-            out.append("the Jacobian from one-hot upstream gradients is right but J^T G for a "
-                       "random upstream G is not: the backward ignores or mishandles its "
-                       "upstream gradient (e.g. returns the local derivative without "
-                       "multiplying by grad_output)")
-            return out
-        big = np.abs(Nm) > 10 * self.atol
-        if big.sum() >= 1 and np.all(A[big] != 0) and np.all(np.isfinite(A)):
-            r = A[big] / Nm[big]
-            med = float(np.median(r))
-            small_ok = np.all(np.abs(A[~big]) <= 10 * self.atol * max(1.0, abs(med)) + tol[~big])
-            if np.all(np.abs(r - med) <= 1e-4 * abs(med)) and abs(med - 1) > 1e-4 and small_ok:
-                out.append(f"analytical = {med:.6g} x numerical at every entry: a scale error "
-                           f"(a constant factor {med:.6g} in the backward)")
-        shape = self.t(p).shape
-        if len(shape) == 2 and shape[0] == shape[1] and shape[0] > 1:
-            # A transposed gradient: the analytical value at input entry (i, j) is the
-            # numerical one at (j, i).
-            m = A.shape[0] if jac else 1
-            a_t = A.reshape(m, shape[0], shape[1]).transpose(0, 2, 1).reshape(Nm.shape)
-            if np.all(np.abs(a_t - Nm) <= tol):
-                out.append(f"the analytical gradient of input {p} is the transpose of the "
-                           "numerical one: a transposed gradient (e.g. dc @ b instead of "
-                           "dc @ b^T)")
-        if jac:
-            zero_col = np.all(A == 0, axis=0) & np.any(np.abs(Nm) > tol, axis=0)
-            if zero_col.any():
-                ks = [_idx(shape, k) for k in np.flatnonzero(zero_col)[:5]]
-                out.append(f"the analytical Jacobian column is all zero for entries {ks} of input "
-                           f"{p} while the numerical one is not: a missing path (the gradient "
-                           "never reaches these entries)")
-        else:
-            zero = (A == 0) & (np.abs(Nm) > tol)
-            if zero.any():
-                ks = [_idx(shape, k) for k in np.flatnonzero(zero)[:5]]
-                out.append(f"the analytical gradient is exactly zero at entries {ks} of input {p} "
-                           "while the numerical one is not: a missing path")
-        nums = self.num_jac if jac else self.num_vjp
-        if nums:
-            for q, nq in nums.items():
-                if q != p and nq.shape == Nm.shape and nq.size and \
-                        np.all(np.abs(A - nq) <= self.atol + self.rtol * np.abs(nq)):
-                    out.append(f"the analytical gradient of input {p} matches the numerical "
-                               f"gradient of input {q}: a gradient for the wrong input")
-        return out
-
-    # ------------------------------------------------------------------ modes
     def slow(self, positions: Sequence[int], G: np.ndarray, g1: list, full: bool) -> None:
+        """Slow mode: full Jacobians entry by entry (when ``full``), then ``J^T G``."""
         base = self.f()
-        m = base.size
-        Ja = self.analytic_jacobian(m) if full else None
-        self.num_vjp, self.num_jac = {}, {}
-        results = []
-        nums = {}
-        for p in positions:
-            J, C, v, vc = self.numerical(p, G, base, full)
-            nums[p] = (J, C, v, vc)
-            self.num_vjp[p] = v
-            if full:
-                self.num_jac[p] = J
+        Ja = self.analytic_jacobian(base.size) if full else None
+        nums = {p: self.numerical(p, G, base, full) for p in positions}
+        self.num_vjp = {p: nums[p][2] for p in positions}
+        self.num_jac = {p: nums[p][0] for p in positions} if full else {}
+        fails = []
         if full:
-            fails = []
             for p in positions:
-                j = self.checked.index(p)
                 J, C, _, _ = nums[p]
-                r = self.compare("jacobian", p, Ja[j], J, C, base.shape, jac=True)
-                if r is not None:
-                    fails.append(r)
-            if fails:
-                results = fails
-        self.full_jacobian_passed = full and not results
-        if not results:
-            fails = []
+                r = self.compare("jacobian", p, Ja[self.checked.index(p)], J, C, base.shape,
+                                 jac=True)
+                fails += [] if r is None else [r]
+        self.full_jacobian_passed = full and not fails
+        if not fails:
             for p in positions:
-                j = self.checked.index(p)
                 _, _, v, vc = nums[p]
-                a = np.asarray(g1[j], dtype=np.float64).reshape(-1)
+                a = np.asarray(g1[self.checked.index(p)], dtype=np.float64).reshape(-1)
                 r = self.compare("vjp", p, a, v, vc, base.shape, jac=False)
-                if r is not None:
-                    fails.append(r)
-            results = fails
-        if results:
-            # Report the input whose worst violation is largest; list the others.
-            results.sort(key=lambda r: -float(np.nan_to_num(r["ratio"], nan=np.inf).max()))
-            nonkink = [r for r in results if (r["bad"] & ~r["kink"]).any()]
-            main = (nonkink or results)[0]
-            others = [(r["p"], int(r["bad"].sum()), r["bad"].size) for r in results if r is not main]
-            raise self.fail_from(main, others)
-
-    def fast(self, G: np.ndarray, g1: list) -> None:
-        rng = np.random.default_rng([self.seed, 1])
-        arrs = [self.t(p).data for p in self.checked]
-        origs = [a.copy() for a in arrs]
-        dirs = []
-        for _ in range(self.n_directions):
-            u = [rng.standard_normal(a.shape) for a in arrs]
-            norm = np.sqrt(sum(float(np.sum(x * x)) for x in u))
-            dirs.append([x / norm for x in u] if norm > 0 else u)
-
-        def directional(u, which):
-            e = self.eps
-            for j in which:
-                np.add(origs[j], e * u[j], out=arrs[j])
-            fp = self.f()
-            for j in which:
-                np.subtract(origs[j], e * u[j], out=arrs[j])
-            fm = self.f()
-            for j in which:
-                np.copyto(arrs[j], origs[j])
-            # Difference first, then the dot product: large constant outputs (a -1e9 mask)
-            # cancel exactly instead of swamping <G, f>.
-            num = float(np.sum(G * (fp - fm))) / (2 * e)
-            ana = float(sum(np.sum(np.asarray(g1[j], dtype=np.float64) * u[j]) for j in which))
-            return ana, num
-
-        everyone = list(range(len(self.checked)))
-        failed = []
-        for d, u in enumerate(dirs):
-            ana, num = directional(u, everyone)
-            err = abs(ana - num)
-            tol = self.atol + self.rtol * abs(num)
-            rel = err / max(abs(num), self.atol if self.atol > 0 else 1e-300)
-            self.record(None, None, None, err, rel, err / tol if tol > 0 else np.inf)
-            self.stats["n"] += 1
-            if not err <= tol:
-                failed.append((d, ana, num, err, tol))
-        self.stats["worst"] = None
-        if not failed:
-            return
-        # Localize: the same directions restricted to one input at a time.
-        suspects = []
-        for j, p in enumerate(self.checked):
-            for u in dirs:
-                norm = np.sqrt(float(np.sum(u[j] * u[j])))
-                if norm == 0:
-                    continue
-                uj = [x / norm for x in u]
-                ana, num = directional(uj, [j])
-                if not abs(ana - num) <= self.atol + self.rtol * abs(num):
-                    suspects.append(p)
-                    break
-        positions = suspects or list(self.checked)
-        m = int(np.prod(G.shape)) if G.ndim else 1
-        n = sum(self.t(p).size for p in positions)
-        full = m <= _FALLBACK_MAX_OUTPUTS and m * n <= _FALLBACK_MAX_ENTRIES
-        d, ana, num, err, tol = failed[0]
-        summary = (f"fast mode: {len(failed)} of {len(dirs)} directions violate; direction {d}: "
-                   f"<G, J u> numerical = {num:.9g}, <J^T G, u> analytical = {ana:.9g}, "
-                   f"abs err {err:.3e} > allowed {tol:.3e}")
-        try:
-            self.slow(positions, G, g1, full)
-        except _Failure as f:
-            f.text = f.text + "\n" + summary + "\n(entries above from the slow-mode fallback" + \
-                ("" if full else ", J^T G only: the Jacobian is too large") + ")"
-            raise
-        raise _Failure("fast", f"{self.header('fast')}\n{summary}\nthe slow-mode fallback on "
-                       f"inputs {positions} found no violating entry: the directional "
-                       "tolerance is tighter than the entrywise one here; try a larger atol")
+                fails += [] if r is None else [r]
+        if fails:
+            raise self.failure(fails)
 
     # ------------------------------------------------------------------ driver
     def run(self) -> GradcheckReport:
-        inputs = self.inputs
-        saved_grads = {p: self.t(p).grad for p in self.checked}
-        saved_data = {p: self.t(p).data for p in self.checked}
-        self.original = {p: np.array(saved_data[p], copy=True) for p in self.checked}
-        other_grads = {i: inputs[i].grad for i in self.others}
-        self.num_vjp = self.num_jac = None
-        try:
-            for p in self.checked:  # perturb a private copy (same memory layout), restore later
-                self.t(p).data = np.array(saved_data[p], dtype=np.float64, copy=True, order="K")
-            for i in self.others:
-                inputs[i].grad = None
-            snap = {}
-            for i, x in enumerate(inputs):
-                if isinstance(x, Tensor):
-                    snap[i] = np.array(x.data, copy=True)
-                elif isinstance(x, np.ndarray):
-                    snap[i] = np.array(x, copy=True)
-            rng = np.random.default_rng(self.seed)
-            out = self.forward_graph()
-            self.check_mutation(snap, "fn")
-            G = rng.standard_normal(out.shape)
-            g1 = self.backward(out, G)
-            self.check_mutation(snap, "backward")
-            self.check_structure(g1)
-            g1 = self.dense(g1)
-            g2 = self.dense(self.backward(self.forward_graph(), G))
-            g0 = self.backward(self.forward_graph(), np.zeros(out.shape))
-            self.check_structure(g0)
-            self.check_mutation(snap, "backward")
-            if self.fast_mode:
-                self.fast(G, g1)
-            else:
-                self.slow(self.checked, G, g1, full=True)
-            self.check_mutation(snap, "fn")
-            for p, g in zip(self.checked, g0):
-                if g is not None and np.any(g != 0):
-                    ks = np.flatnonzero(g != 0)
-                    shape = self.t(p).shape
-                    vals = ", ".join(f"{_idx(shape, k)}={g.reshape(-1)[k]:.6g}" for k in ks[:5])
-                    raise _Failure("zero upstream", f"{self.header('zero upstream')}\n"
-                                   f"with a zero upstream gradient, the gradient of {self.desc(p)} "
-                                   f"has {len(ks)} of {g.size} nonzero entries: {vals}; a backward "
-                                   "must scale with its upstream gradient",
-                                   worst=(p, _idx(shape, ks[0])), n_viol=len(ks), n_cmp=g.size)
-            for p, a, b in zip(self.checked, g1, g2):
-                if not _same_bits(a, b):
-                    diff = np.flatnonzero(~((a == b) | (np.isnan(a) & np.isnan(b))))
-                    shape = self.t(p).shape
-                    k = int(diff[0]) if len(diff) else 0
-                    raise _Failure("determinism", f"{self.header('determinism')}\n"
-                                   f"two backward passes on fresh graphs with the same upstream "
-                                   f"gradient differ for {self.desc(p)} at {len(diff)} of {a.size} "
-                                   f"entries (first {_idx(shape, k)}: {a.reshape(-1)[k]!r} vs "
-                                   f"{b.reshape(-1)[k]!r})",
-                                   worst=(p, _idx(shape, k)), n_viol=len(diff), n_cmp=a.size)
-        except _Failure as f:
-            s = self.stats
-            fl = f.fields
-            return GradcheckReport(
-                passed=False, check=f.check, mode=self.mode,
-                max_abs_err=s["abs"] if s["n"] else float("nan"),
-                max_rel_err=s["rel"] if s["n"] else float("nan"),
-                max_tol_ratio=s["ratio"] if s["n"] else float("nan"),
-                worst=fl.get("worst"), worst_output=fl.get("worst_out"),
-                n_violations=int(fl.get("n_viol", 1)), n_compared=int(fl.get("n_cmp", 1)),
-                message=f.text, eps=self.eps, atol=self.atol, rtol=self.rtol, seed=self.seed,
-                checked_inputs=tuple(self.checked))
-        finally:
-            for p in self.checked:
-                self.t(p)._data = saved_data[p]
-                self.t(p).grad = saved_grads[p]
-            for i, g in other_grads.items():
-                inputs[i].grad = g
-        s = self.stats
-        msg = (f"gradcheck passed ({self.mode} mode, eps={self.eps:g}, atol={self.atol:g}, "
-               f"rtol={self.rtol:g}, seed={self.seed}): {s['n']} comparisons, max abs err "
-               f"{s['abs']:.3e}, max rel err {s['rel']:.3e}, max err/tolerance {s['ratio']:.3f}")
-        return GradcheckReport(
-            passed=True, check="passed", mode=self.mode, max_abs_err=s["abs"],
-            max_rel_err=s["rel"], max_tol_ratio=s["ratio"], worst=s["worst"],
-            worst_output=s["worst_out"], n_violations=0, n_compared=s["n"], message=msg,
-            eps=self.eps, atol=self.atol, rtol=self.rtol, seed=self.seed,
-            checked_inputs=tuple(self.checked))
+        with self.private_inputs():
+            try:
+                snap = self.snapshot()
+                rng = np.random.default_rng(self.seed)
+                out = self.forward_graph()
+                self.check_mutation(snap, "fn")
+                G = rng.standard_normal(out.shape)
+                g1 = self.backward(out, G)
+                self.check_mutation(snap, "backward")
+                self.check_structure(g1)
+                g1 = self.dense(g1)
+                g2 = self.dense(self.backward(self.forward_graph(), G))
+                g0 = self.backward(self.forward_graph(), np.zeros(out.shape))
+                self.check_structure(g0)
+                self.check_mutation(snap, "backward")
+                if self.fast_mode:
+                    self.fast(G, g1)
+                else:
+                    self.slow(self.checked, G, g1, full=True)
+                self.check_mutation(snap, "fn")
+                self.check_zero_upstream(g0)
+                self.check_determinism(g1, g2)
+            except Failure as f:
+                return self.failed_report(f)
+        return self.passed_report()
 
 
 def gradcheck_report(fn, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
@@ -660,11 +206,12 @@ def gradcheck(fn, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float 
               n_directions: int = 4) -> bool:
     """Check the engine's gradients of ``fn`` at ``inputs`` against central differences.
 
-    Modelled on ``torch.autograd.gradcheck``; see the module docstring for the checks
-    (slow mode: full Jacobians entry by entry plus one random J^T G; fast mode: ``n_directions``
-    Gaussian directional products, two forward passes each; structural checks; kinks).
-    ``fn`` runs under ``enable_grad`` for the analytical passes and ``no_grad`` for the
-    numerical ones. The inputs' ``.data`` and ``.grad`` are the same after the call as before.
+    Modelled on ``torch.autograd.gradcheck``; see this module's docstring for slow mode (full
+    Jacobians entry by entry plus one random J^T G) and ``gradcheck_diagnostics`` for fast mode
+    (``n_directions`` Gaussian directional products, two forward passes each), the structural
+    checks and kinks. ``fn`` runs under ``enable_grad`` for the analytical passes and
+    ``no_grad`` for the numerical ones. The inputs' ``.data`` and ``.grad`` are the same after
+    the call as before.
 
     Args:
         fn: callable mapping ``*inputs`` to one floating Tensor of any shape. It may also read
