@@ -530,12 +530,3 @@ class Diagnostics:
             worst_output=s["worst_out"], n_violations=0, n_compared=s["n"], message=msg,
             eps=self.eps, atol=self.atol, rtol=self.rtol, seed=self.seed,
             checked_inputs=tuple(self.checked))
-
-
-def _idx(shape: tuple, k: int) -> Tuple[int, ...]:
-    return tuple(int(i) for i in np.unravel_index(int(k), shape)) if len(shape) else ()
-
-
-def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
-    return a.shape == b.shape and a.dtype == b.dtype and \
-        np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
