@@ -38,7 +38,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from minigrad import GradcheckReport, Tensor, gradcheck_report
+from minigrad import GradcheckReport, Tensor
 from layers.attention import AttentionFunction
 from layers.cross_entropy import CrossEntropyFunction
 from layers.embedding import EmbeddingFunction
@@ -54,23 +54,18 @@ from layers.swiglu import SwiGLUFunction
 
 from experiments._cli import run_main
 from experiments import _broken as B
-from experiments._cli import ArgumentParser, Printer
-from experiments.gradcheck_report import (add_seed_and_json_options, fmt_err, format_table,
-                                          json_destination, json_number, write_json)
+from experiments._cli import ArgumentParser
+from experiments._gradchecks import (EMBEDDING_INDEX, EPS, ATOL, RTOL, add_seed_and_json_options,
+                                     away_from_zero, check, fmt_err, format_table,
+                                     json_number, leaf, start, write_json)
 
 PROG = "python -m experiments.break_backward"
 EXIT_OK, EXIT_FAIL = 0, 1
-EPS, ATOL, RTOL = 1e-6, 1e-5, 1e-3
 
 __all__ = ["Setup", "Case", "SETUPS", "CASES", "Row", "run_case", "run", "verdict", "main"]
 
 
 # ----------------------------------------------------------------------------- inputs
-
-def _t(a) -> Tensor:
-    """A float64 leaf that requires grad."""
-    return Tensor(np.asarray(a, dtype=np.float64), requires_grad=True)
-
 
 @dataclass(frozen=True)
 class Setup:
@@ -95,23 +90,20 @@ def _norm_inputs(r, with_bias, near_constant=False):
         x = r.normal(0.0, 1.0, (3, 1)) + 1e-3 * r.standard_normal((3, 6))     # (N, C)
     else:
         x = r.standard_normal((2, 3, 6))                                        # (B, T, C)
-    out = [_t(x), _t(r.normal(1.0, 0.5, 6))]                                    # weight (C,)
+    out = [leaf(x), leaf(r.normal(1.0, 0.5, 6))]                                    # weight (C,)
     if with_bias:
-        out.append(_t(r.normal(0.0, 0.5, 6)))                                   # bias (C,)
+        out.append(leaf(r.normal(0.0, 0.5, 6)))                                   # bias (C,)
     return out
 
 
-def _away_from_zero(r, shape):
-    z = r.standard_normal(shape)
-    return np.sign(z) * (0.2 + np.abs(z))       # ReLU² has its kink at 0
+def _spread_x(r):
+    return [leaf(2 * r.standard_normal((3, 5)))]     # x (N, C), both tails of GELU/SiLU/softmax
 
 
 def _rope_inputs(r):
     cos, sin = build_rope_cache(6, 4, dtype=np.float64)     # (1, 1, T, hs), constants
-    return [_t(r.standard_normal((1, 2, 6, 4))), cos, sin]  # x (B, H, T, hs)
+    return [leaf(r.standard_normal((1, 2, 6, 4))), cos, sin]  # x (B, H, T, hs)
 
-
-EMBEDDING_INDEX = np.array([[1, 3, 1], [0, 3, 3]])          # (B, T); repeats; rows 2, 4 unused
 
 SETUPS = {
     "ln": Setup("LayerNorm", ("x", "weight", "bias"), lambda r: _norm_inputs(r, True),
@@ -121,35 +113,33 @@ SETUPS = {
                      lambda cls, x, w, b: cls.apply(x, w, b, eps=1e-5)),
     "rms": Setup("RMSNorm", ("x", "weight"), lambda r: _norm_inputs(r, False),
                  lambda cls, x, w: cls.apply(x, w, eps=1e-6)),
-    "gelu": Setup("GELU", ("x",), lambda r: [_t(2 * r.standard_normal((3, 5)))],
-                  lambda cls, x: cls.apply(x)),
-    "silu": Setup("SiLU", ("x",), lambda r: [_t(2 * r.standard_normal((3, 5)))],
-                  lambda cls, x: cls.apply(x)),
-    "relu2": Setup("ReLU2", ("x",), lambda r: [_t(_away_from_zero(r, (3, 5)))],
+    "gelu": Setup("GELU", ("x",), _spread_x, lambda cls, x: cls.apply(x)),
+    "silu": Setup("SiLU", ("x",), _spread_x, lambda cls, x: cls.apply(x)),
+    "relu2": Setup("ReLU2", ("x",), lambda r: [leaf(away_from_zero(r, (3, 5)))],  # kink at 0
                    lambda cls, x: cls.apply(x)),
     "swiglu": Setup("SwiGLU", ("x", "w_gate", "w_up", "w_down"),
-                    lambda r: [_t(r.standard_normal((2, 2, 4))),          # x (B, T, C)
-                               _t(0.5 * r.standard_normal((6, 4))),       # w_gate (H, C)
-                               _t(0.5 * r.standard_normal((6, 4))),       # w_up (H, C)
-                               _t(0.5 * r.standard_normal((4, 6)))],      # w_down (C, H)
+                    lambda r: [leaf(r.standard_normal((2, 2, 4))),          # x (B, T, C)
+                               leaf(0.5 * r.standard_normal((6, 4))),       # w_gate (H, C)
+                               leaf(0.5 * r.standard_normal((6, 4))),       # w_up (H, C)
+                               leaf(0.5 * r.standard_normal((4, 6)))],      # w_down (C, H)
                     lambda cls, x, wg, wu, wd: cls.apply(x, wg, wu, wd)),
     "rope": Setup("RoPE", ("x", "cos", "sin"), _rope_inputs,
                   lambda cls, x, cos, sin: cls.apply(x, cos, sin)),
-    "softmax": Setup("softmax", ("x",), lambda r: [_t(2 * r.standard_normal((3, 5)))],
+    "softmax": Setup("softmax", ("x",), _spread_x,
                      lambda cls, x: cls.apply(x, axis=-1)),
     "attn": Setup("attention", ("q", "k", "v"),
-                  lambda r: [_t(r.standard_normal((1, 2, 4, 4))) for _ in range(3)],  # (B,H,T,hs)
+                  lambda r: [leaf(r.standard_normal((1, 2, 4, 4))) for _ in range(3)],  # (B,H,T,hs)
                   lambda cls, q, k, v: cls.apply(q, k, v, is_causal=True)),
     "ce": Setup("cross_entropy", ("logits", "targets"),
-                lambda r: [_t(r.standard_normal((4, 5))), r.integers(0, 5, size=4)],  # (N,V), (N,)
+                lambda r: [leaf(r.standard_normal((4, 5))), r.integers(0, 5, size=4)],  # (N,V) (N,)
                 lambda cls, logits, t: cls.apply(logits, t)),
     "linear": Setup("linear", ("x", "weight", "bias"),
-                    lambda r: [_t(r.standard_normal((2, 3, 4))),          # x (B, T, C)
-                               _t(0.5 * r.standard_normal((4, 4))),       # weight (O, C), O = C
-                               _t(0.5 * r.standard_normal(4))],           # bias (O,)
+                    lambda r: [leaf(r.standard_normal((2, 3, 4))),          # x (B, T, C)
+                               leaf(0.5 * r.standard_normal((4, 4))),       # weight (O, C), O = C
+                               leaf(0.5 * r.standard_normal(4))],           # bias (O,)
                     lambda cls, x, w, b: cls.apply(x, w, b)),
     "emb": Setup("embedding", ("weight", "idx"),
-                 lambda r: [_t(r.standard_normal((5, 3))), EMBEDDING_INDEX],  # weight (V, C)
+                 lambda r: [leaf(r.standard_normal((5, 3))), EMBEDDING_INDEX],  # weight (V, C)
                  lambda cls, w, idx: cls.apply(w, idx)),
 }
 
@@ -268,8 +258,7 @@ def run_case(case: Case, seed: int = 0) -> Row:
     """
     setup = SETUPS[case.setup]
     inputs = setup.build(_case_rng(seed, case.setup))
-    rep = gradcheck_report(lambda *xs: setup.call(case.fn_cls, *xs), inputs,
-                           eps=EPS, atol=ATOL, rtol=RTOL, seed=seed)
+    rep = check(lambda *xs: setup.call(case.fn_cls, *xs), inputs, seed)
     name = index = None
     if rep.worst is not None:
         pos, index = rep.worst
@@ -312,11 +301,8 @@ def build_parser() -> ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command; returns the exit status (see the module docstring)."""
-    args = build_parser().parse_args(argv)
-    say = Printer()
-    json_path = json_destination(PROG, args.json)
-    say(f"gradcheck of right and deliberately wrong backward passes: float64, slow mode, "
-          f"seed {args.seed}, eps {EPS:g}, atol {ATOL:g}, rtol {RTOL:g}\n")
+    args, say, json_path = start(PROG, build_parser(), argv,
+                                 "right and deliberately wrong backward passes")
     rows = run(seed=args.seed)
     say(render(rows))
     if json_path is not None:

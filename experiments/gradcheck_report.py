@@ -16,105 +16,33 @@ entry (Jacobian entries and one J^T G in slow mode; directional products in fast
 
 Exit status: 0 when every check passes; 1 when any fails (the failure messages follow the
 table on stdout); 2 on bad input (one line on stderr, nothing run).
-
-Also home to the small table and JSON helpers that ``experiments.break_backward`` shares.
 """
 from __future__ import annotations
 
-import json
 import math
-import os
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 import minigrad
-from minigrad import Tensor, gradcheck_report
+from minigrad import Tensor
 from layers import functional as F
 from layers.rope import build_rope_cache
 
 from experiments._cli import run_main
-from experiments._cli import (ArgumentParser, Printer, UsageError, atomic_write_text, fail,
-                              nonnegative_int)
+from experiments._cli import ArgumentParser
+from experiments._gradchecks import (EMBEDDING_INDEX, EPS, ATOL, RTOL, add_seed_and_json_options,
+                                     away_from_zero, check, fmt_err, format_table,
+                                     json_number, leaf, start, write_json)
+from experiments._gradchecks import check_json_path  # noqa: F401  (bench imports it from here)
 
 PROG = "python -m experiments.gradcheck_report"
 EXIT_OK, EXIT_FAIL = 0, 1
-EPS, ATOL, RTOL = 1e-6, 1e-5, 1e-3      # minigrad.gradcheck's defaults (PyTorch's eps and atol)
 
 __all__ = ["OpCase", "PRIMITIVES", "LAYERS", "ALL_CASES", "run", "format_table", "check_json_path",
            "write_json", "main"]
-
-
-# ----------------------------------------------------------------------------- shared helpers
-
-def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]],
-                 right: Sequence[bool]) -> str:
-    """Aligned plain-text table: a header line, a rule of dashes, one line per row.
-
-    Args:
-        headers: column titles.
-        rows: cells as strings, one sequence per row, ``len(headers)`` cells each.
-        right: per column, True to right-align (numbers), False to left-align.
-
-    Returns:
-        str: the table, lines joined by ``\\n``, no trailing spaces, no final newline.
-    """
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-
-    def line(cells):
-        out = [c.rjust(w) if rj else c.ljust(w) for c, w, rj in zip(cells, widths, right)]
-        return "  ".join(out).rstrip()
-
-    return "\n".join([line(headers), "  ".join("-" * w for w in widths)] + [line(r) for r in rows])
-
-
-def fmt_err(x: float) -> str:
-    """An error as ``1.23e-10``; ``nan`` / ``inf`` spelled out (a check failed before comparing)."""
-    return f"{x:.2e}" if math.isfinite(x) else str(x)
-
-
-def json_number(x: float) -> Optional[float]:
-    """``x`` as a float, or None when it is NaN or infinite (strict JSON has neither)."""
-    return float(x) if math.isfinite(x) else None
-
-
-def check_json_path(path: str) -> Path:
-    """Validate a ``--json`` destination before any work: its directory must exist and be a
-    directory, and the path itself must not be a directory, a device, a FIFO or a socket (an
-    atomic write would swap it for a regular file).
-
-    Raises:
-        UsageError: naming the problem.
-    """
-    if path == "":
-        raise UsageError("--json: empty path")
-    p = Path(path)
-    if p.is_dir():
-        raise UsageError(f"--json: {p} is a directory; give a file path")
-    if os.path.lexists(p) and not (p.is_symlink() or p.is_file()):
-        raise UsageError(f"--json: {p} is not a regular file (a device, FIFO or socket); give "
-                         f"a file path")
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.exists():
-        raise UsageError(f"--json: directory {parent} does not exist")
-    if not parent.is_dir():
-        raise UsageError(f"--json: {parent} is not a directory")
-    if not os.access(parent, os.W_OK):
-        raise UsageError(f"--json: directory {parent} is not writable")
-    return p
-
-
-def write_json(prog: str, path: Path, obj) -> None:
-    """Write ``obj`` as indented strict JSON to ``path`` atomically; an OS error exits 2 with
-    one line on stderr."""
-    text = json.dumps(obj, indent=2, allow_nan=False) + "\n"
-    try:
-        atomic_write_text(path, text)
-    except OSError as e:
-        fail(prog, f"cannot write {path}: {e.strerror or e}")
 
 
 # ----------------------------------------------------------------------------- the cases
@@ -135,32 +63,25 @@ class OpCase:
     build: Callable[[np.random.Generator], Tuple[list, Callable]]
 
 
-def _t(a) -> Tensor:
-    """A float64 leaf that requires grad."""
-    return Tensor(np.asarray(a, dtype=np.float64), requires_grad=True)
-
-
 def _randn(rng, *shape) -> Tensor:
-    return _t(rng.standard_normal(shape))
+    return leaf(rng.standard_normal(shape))
 
 
 def _away_from_zero(rng, *shape, margin=0.2) -> Tensor:
-    """Gaussian entries pushed at least ``margin`` away from 0 (kinks, poles)."""
-    z = rng.standard_normal(shape)
-    return _t(np.sign(z) * (margin + np.abs(z)))
+    return leaf(away_from_zero(rng, shape, margin))
 
 
 def _positive(rng, *shape) -> Tensor:
-    return _t(rng.uniform(0.5, 2.0, shape))
+    return leaf(rng.uniform(0.5, 2.0, shape))
 
 
 def _gain(rng, n) -> Tensor:
     """A random non-unit gain (unit gains hide mistakes)."""
-    return _t(rng.normal(1.0, 0.5, n))
+    return leaf(rng.normal(1.0, 0.5, n))
 
 
 def _w(rng, *shape, scale=0.5) -> Tensor:
-    return _t(scale * rng.standard_normal(shape))
+    return leaf(scale * rng.standard_normal(shape))
 
 
 REPEATED_INDEX = np.array([0, 2, 0, 0])     # rows 0 three times, 2 once, 1 never
@@ -196,7 +117,7 @@ PRIMITIVES: Tuple[OpCase, ...] = (
     OpCase("max (dim: values, indices)", "op",
            lambda r: ([_randn(r, 2, 3, 4)], lambda a: a.max(dim=1).values)),
     OpCase("abs", "op", lambda r: ([_away_from_zero(r, 2, 3)], lambda a: a.abs())),
-    OpCase("clamp", "op", lambda r: ([_t(np.array([[-1.7, -0.6, 0.3], [0.9, 1.4, -0.2]]))],
+    OpCase("clamp", "op", lambda r: ([leaf(np.array([[-1.7, -0.6, 0.3], [0.9, 1.4, -0.2]]))],
                                      lambda a: a.clamp(-1.0, 1.0))),   # away from the bounds
     OpCase("reshape", "op", lambda r: ([_randn(r, 2, 3, 4)], lambda a: a.reshape(6, 4))),
     OpCase("view", "op", lambda r: ([_randn(r, 2, 3, 4)], lambda a: a.view(-1, 4))),
@@ -249,23 +170,21 @@ def _attention_case(causal):
     return build
 
 
-EMBEDDING_INDEX = np.array([[1, 3, 1], [0, 3, 3]])     # duplicates; row 2 and 4 unused
-
 
 LAYERS: Tuple[OpCase, ...] = (
     OpCase("layer_norm", "layer", lambda r: ([_randn(r, 2, 4, 8), _gain(r, 8), _w(r, 8)],
                                              F.layer_norm)),
     OpCase("rms_norm", "layer", lambda r: ([_randn(r, 2, 4, 8), _gain(r, 8)], F.rms_norm)),
-    OpCase("gelu", "layer", lambda r: ([_t(2 * r.standard_normal((2, 4, 8)))],
+    OpCase("gelu", "layer", lambda r: ([leaf(2 * r.standard_normal((2, 4, 8)))],
                                        lambda x: F.gelu(x, approximate="tanh"))),
-    OpCase("gelu (exact erf)", "layer", lambda r: ([_t(2 * r.standard_normal((2, 4, 8)))],
+    OpCase("gelu (exact erf)", "layer", lambda r: ([leaf(2 * r.standard_normal((2, 4, 8)))],
                                                    F.gelu)),
     OpCase("relu2", "layer", lambda r: ([_away_from_zero(r, 2, 4, 8)], F.relu2)),
-    OpCase("silu", "layer", lambda r: ([_t(2 * r.standard_normal((2, 4, 8)))], F.silu)),
+    OpCase("silu", "layer", lambda r: ([leaf(2 * r.standard_normal((2, 4, 8)))], F.silu)),
     OpCase("swiglu", "layer", lambda r: ([_randn(r, 2, 3, 8), _w(r, 21, 8), _w(r, 21, 8),
                                           _w(r, 8, 21)], F.swiglu)),    # H = int(8 * 8/3)
     OpCase("apply_rope", "layer", _rope_case),
-    OpCase("softmax", "layer", lambda r: ([_t(2 * r.standard_normal((2, 3, 7)))], F.softmax)),
+    OpCase("softmax", "layer", lambda r: ([leaf(2 * r.standard_normal((2, 3, 7)))], F.softmax)),
     OpCase("cross_entropy", "layer", _cross_entropy_case),
     OpCase("cross_entropy (sum, ignore_index, label_smoothing)", "layer",
            _cross_entropy_options_case("sum")),
@@ -313,8 +232,7 @@ def run(seed: int = 0, fast: bool = False, cases: Optional[Sequence[OpCase]] = N
         rng = np.random.default_rng([seed, i])
         inputs, fn = case.build(rng)
         t0 = time.perf_counter()
-        rep = gradcheck_report(fn, inputs, eps=EPS, atol=ATOL, rtol=RTOL, fast_mode=fast,
-                               seed=seed)
+        rep = check(fn, inputs, seed, fast)
         dt = time.perf_counter() - t0
         rows.append(dict(name=case.name, kind=case.kind, shapes=_shapes(inputs), mode=rep.mode,
                          passed=rep.passed, check=rep.check, max_abs_err=rep.max_abs_err,
@@ -354,33 +272,10 @@ def build_parser() -> ArgumentParser:
     return p
 
 
-def add_seed_and_json_options(p: ArgumentParser) -> None:
-    """The ``--seed N`` and ``--json PATH`` options shared by the gradient-check commands."""
-    p.add_argument("--seed", type=nonnegative_int, default=0, metavar="N",
-                   help="seed of the inputs and upstream gradients (default 0)")
-    p.add_argument("--json", metavar="PATH", default=None,
-                   help="also write the rows as JSON to PATH (atomically) (default: no JSON file)")
-
-
-def json_destination(prog: str, path: Optional[str]) -> Optional[Path]:
-    """The validated ``--json`` path (None when not given); bad paths end the command with one
-    line on stderr and exit status 2."""
-    if path is None:
-        return None
-    try:
-        return check_json_path(path)
-    except UsageError as e:
-        fail(prog, str(e))
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command; returns the exit status (see the module docstring)."""
-    args = build_parser().parse_args(argv)
-    say = Printer()
-    json_path = json_destination(PROG, args.json)
+    args, say, json_path = start(PROG, build_parser(), argv, "every primitive and layer")
     mode = "fast" if args.fast else "slow"
-    say(f"gradcheck of every primitive and layer: float64, {mode} mode, seed {args.seed}, "
-          f"eps {EPS:g}, atol {ATOL:g}, rtol {RTOL:g}\n")
     rows = run(seed=args.seed, fast=args.fast)
     say(render(rows))
     failed = [r for r in rows if not r["passed"]]
