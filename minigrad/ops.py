@@ -50,6 +50,11 @@ def _g(grad, a):
     return unbroadcast(grad, np.shape(a), np.asarray(a).dtype)
 
 
+def _shapes_dtypes(a, b):
+    """((shape, dtype) of a, (shape, dtype) of b): all that Add's and Sub's backward need."""
+    return (np.shape(a), np.asarray(a).dtype), (np.shape(b), np.asarray(b).dtype)
+
+
 def _norm_axes(axis, ndim):
     if axis is None:
         return tuple(range(ndim))
@@ -71,7 +76,7 @@ class Add(Function):
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.shapes = ((np.shape(a), np.asarray(a).dtype), (np.shape(b), np.asarray(b).dtype))
+        ctx.shapes = _shapes_dtypes(a, b)
         return np.add(a, b)
 
     @staticmethod
@@ -86,7 +91,7 @@ class Sub(Function):
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.shapes = ((np.shape(a), np.asarray(a).dtype), (np.shape(b), np.asarray(b).dtype))
+        ctx.shapes = _shapes_dtypes(a, b)
         return np.subtract(a, b)
 
     @staticmethod

@@ -9,6 +9,12 @@ follows PyTorch's names. Deliberate differences from PyTorch: docs/pytorch.md.
 
 The dtype of the inputs is the dtype of the computation: a float32 graph computes and returns
 float32 gradients; a Python scalar operand takes the Tensor's floating dtype.
+
+Reading order: the Tensor with its ``data`` and ``grad``; the arithmetic operators (each one
+``Function.apply`` of a primitive in ``ops.py``); ``backward`` (topological sort, then one
+loop in reverse order); then the other methods (elementwise, reductions, shape). The in-place
+operations (``+=``, ``add_``, ``zero_``, ``t[i] = v``, ...) and the version counter they bump
+are in ``_inplace.py``.
 """
 from __future__ import annotations
 
@@ -18,45 +24,11 @@ from typing import Any, Optional
 
 import numpy as np
 
+from ._inplace import InplaceOps
 from .function import _VersionCounter, _freed_message
-from .grad_mode import is_grad_enabled
 
 
-def _is_float_dtype(dtype) -> bool:
-    return np.issubdtype(dtype, np.floating)
-
-
-def _operand(x: Any, like: "Tensor"):
-    """Turn the other side of a binary operator into a Tensor or an array constant."""
-    if isinstance(x, Tensor):
-        return x
-    if isinstance(x, (numbers.Number, np.generic)) and not isinstance(x, np.ndarray):
-        if _is_float_dtype(like.dtype):
-            return np.asarray(x, dtype=like.dtype)
-        if isinstance(x, (bool, numbers.Integral)) and np.issubdtype(like.dtype, np.integer):
-            return np.asarray(x, dtype=like.dtype)
-        return np.asarray(x)
-    return np.asarray(x)
-
-
-def _pair(t: "Tensor", other: Any):
-    """Both sides of a binary operator as engine operands.
-
-    A Python scalar takes ``t``'s dtype (float32 stays float32); when an integer or bool side
-    meets a floating side, the integer side is cast to the floating dtype (PyTorch's rule;
-    NumPy would turn int64 with float32 into float64). Integer sides never require grad, so
-    the cast side is a constant.
-    """
-    o = _operand(other, t)
-    td, od = t.dtype, o.dtype
-    if td.kind == "f" and od.kind in "biu":
-        o = (o.data if isinstance(o, Tensor) else o).astype(td)
-    elif od.kind == "f" and td.kind in "biu":
-        return t.data.astype(od), o
-    return t, o
-
-
-class Tensor:
+class Tensor(InplaceOps):
     """An n-dimensional array that records the operations done on it for reverse mode.
 
     Args:
@@ -75,6 +47,8 @@ class Tensor:
     Raises:
         TypeError: if ``data`` is not numeric (object or string arrays), or an integer/bool
             Tensor is asked to require grad.
+
+    The in-place methods come from ``InplaceOps`` (``_inplace.py``).
     """
 
     __array_priority__ = 1000  # ndarray <op> Tensor defers to Tensor's reflected operator
@@ -204,144 +178,6 @@ class Tensor:
             extra += ", requires_grad=True"
         return f"Tensor({body}{extra})"
 
-    __hash__ = object.__hash__
-
-    # ---------------------------------------------------------------- in-place (no graph)
-    # PyTorch's rules: in place on the same array, version counter bumped (so a backward that
-    # saved the old values raises); refused on a leaf that requires grad while grad mode is on.
-    # PyTorch also records an in-place op on a non-leaf (or with an operand that requires grad)
-    # in the graph; minigrad refuses those with a clear error instead (docs/pytorch.md).
-    def _check_inplace(self, op: str, *operands: Any) -> None:
-        if not is_grad_enabled():
-            return
-        if self._requires_grad and self._ctx is None:
-            raise RuntimeError(
-                f"{op}: a leaf Variable that requires grad is being used in an in-place "
-                "operation. Wrap the update in minigrad.no_grad() (as an optimizer step does)."
-            )
-        if self._ctx is not None:
-            raise RuntimeError(
-                f"{op}: in-place operation on a non-leaf Tensor (made by "
-                f"{self._ctx.fn_cls.__name__}) while grad mode is on. PyTorch records it in the "
-                "graph; minigrad does not: write y = y + z (out of place), or wrap the update "
-                "in minigrad.no_grad()."
-            )
-        if any(isinstance(o, Tensor) and o._requires_grad for o in operands):
-            raise RuntimeError(
-                f"{op}: in-place operation with an operand that requires grad while grad mode "
-                "is on. PyTorch records it in the graph; minigrad does not: write "
-                "y = y + z (out of place), or wrap the update in minigrad.no_grad()."
-            )
-
-    def _bump(self) -> None:
-        self._vc.value += 1
-
-    def _inplace(self, op: str, ufunc, other: Any) -> "Tensor":
-        """``data = ufunc(data, other)`` into the same array; checks, then bumps the version."""
-        self._check_inplace(op, other)
-        o = other.data if isinstance(other, Tensor) else other
-        if isinstance(o, (numbers.Number, np.generic)) and not isinstance(o, np.ndarray) \
-                and _is_float_dtype(self.dtype):
-            o = np.asarray(o, dtype=self.dtype)      # a Python scalar takes the Tensor's dtype
-        o = np.asarray(o)
-        if o.dtype.kind not in "biuf":
-            raise TypeError(f"{op}: operand must be numeric, got dtype {o.dtype}")
-        if np.broadcast_shapes(self.shape, o.shape) != self.shape:
-            raise ValueError(
-                f"{op}: output with shape {self.shape} doesn't match the broadcast shape "
-                f"{np.broadcast_shapes(self.shape, o.shape)}"
-            )
-        res = np.result_type(self.dtype, o.dtype)
-        if ufunc is np.divide and res.kind != "f":
-            res = np.dtype(np.float64)                  # true division of integers
-        if not np.can_cast(res, self.dtype, "same_kind"):
-            raise TypeError(f"{op}: result type {res} can't be cast to the Tensor's dtype "
-                            f"{self.dtype}")
-        ufunc(self._data, o, out=self._data, casting="unsafe")
-        self._bump()
-        return self
-
-    def zero_(self) -> "Tensor":
-        """Set every element to 0 in place (bumps the version counter).
-
-        Raises:
-            RuntimeError: in grad mode, on a leaf that requires grad or a non-leaf.
-        """
-        self._check_inplace("zero_")
-        self._data[...] = 0
-        self._bump()
-        return self
-
-    def fill_(self, value: float) -> "Tensor":
-        """Set every element to ``value`` in place (bumps the version counter).
-
-        Raises:
-            RuntimeError: in grad mode, on a leaf that requires grad or a non-leaf.
-        """
-        self._check_inplace("fill_", value)
-        self._data[...] = value.data if isinstance(value, Tensor) else value
-        self._bump()
-        return self
-
-    def copy_(self, src: Any) -> "Tensor":
-        """Copy ``src`` (broadcast to this shape, cast to this dtype) into ``data`` in place.
-
-        Raises:
-            ValueError: if ``src`` does not broadcast to ``self.shape``.
-            RuntimeError: in grad mode, on a leaf that requires grad, a non-leaf, or with a
-                ``src`` that requires grad.
-        """
-        self._check_inplace("copy_", src)
-        src = src.data if isinstance(src, Tensor) else np.asarray(src)
-        np.copyto(self._data, np.broadcast_to(src, self.shape), casting="unsafe")
-        self._bump()
-        return self
-
-    def add_(self, other: Any, alpha: float = 1.0) -> "Tensor":
-        """``data += alpha * other`` in place (bumps the version counter); ``torch.Tensor.add_``.
-
-        Raises:
-            ValueError: if ``other`` does not broadcast to ``self.shape``.
-            TypeError: if the result cannot be stored in this dtype (float into int).
-            RuntimeError: in grad mode, on a leaf that requires grad, a non-leaf, or with an
-                ``other`` that requires grad.
-        """
-        if alpha != 1.0:
-            self._check_inplace("add_", other)
-            other = np.multiply(alpha, other.data if isinstance(other, Tensor) else other)
-        return self._inplace("add_", np.add, other)
-
-    def sub_(self, other: Any, alpha: float = 1.0) -> "Tensor":
-        """``data -= alpha * other`` in place (bumps the version counter); as ``add_``."""
-        if alpha != 1.0:
-            self._check_inplace("sub_", other)
-            other = np.multiply(alpha, other.data if isinstance(other, Tensor) else other)
-        return self._inplace("sub_", np.subtract, other)
-
-    def mul_(self, other: Any) -> "Tensor":
-        """``data *= other`` in place (bumps the version counter); as ``add_``."""
-        return self._inplace("mul_", np.multiply, other)
-
-    def div_(self, other: Any) -> "Tensor":
-        """``data /= other`` in place (bumps the version counter); as ``add_``; an integer
-        Tensor raises TypeError (true division gives floats)."""
-        return self._inplace("div_", np.divide, other)
-
-    def __iadd__(self, other):
-        return self._inplace("+=", np.add, other)
-
-    def __isub__(self, other):
-        return self._inplace("-=", np.subtract, other)
-
-    def __imul__(self, other):
-        return self._inplace("*=", np.multiply, other)
-
-    def __itruediv__(self, other):
-        return self._inplace("/=", np.divide, other)
-
-    def __ipow__(self, other):
-        return self._inplace("**=", np.power, other)
-
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
         """Set ``requires_grad`` in place and return self (``torch.Tensor.requires_grad_``).
 
@@ -352,10 +188,60 @@ class Tensor:
         self.requires_grad = requires_grad
         return self
 
-    def __setitem__(self, index: Any, value: Any) -> None:
-        self._check_inplace("__setitem__", value)
-        self._data[_index_arrays(index)] = value.data if isinstance(value, Tensor) else value
-        self._bump()
+    __hash__ = object.__hash__
+
+    # ---------------------------------------------------------------- operators
+    def __add__(self, other):
+        return _ops.Add.apply(*_pair(self, other))
+
+    def __radd__(self, other):
+        return _ops.Add.apply(*_pair(self, other)[::-1])
+
+    def __sub__(self, other):
+        return _ops.Sub.apply(*_pair(self, other))
+
+    def __rsub__(self, other):
+        return _ops.Sub.apply(*_pair(self, other)[::-1])
+
+    def __mul__(self, other):
+        return _ops.Mul.apply(*_pair(self, other))
+
+    def __rmul__(self, other):
+        return _ops.Mul.apply(*_pair(self, other)[::-1])
+
+    def __truediv__(self, other):
+        return _ops.Div.apply(*_pair(self, other))
+
+    def __rtruediv__(self, other):
+        return _ops.Div.apply(*_pair(self, other)[::-1])
+
+    def __matmul__(self, other):
+        return _ops.MatMul.apply(*_pair(self, other))
+
+    def __rmatmul__(self, other):
+        return _ops.MatMul.apply(*_pair(self, other)[::-1])
+
+    def __pow__(self, exponent):
+        return self.pow(exponent)
+
+    def __rpow__(self, base):
+        """``base ** self`` for a positive real scalar base: ``exp(self * log(base))``.
+
+        Raises:
+            TypeError: if ``base`` is not a real scalar.
+            ValueError: if ``base`` <= 0 (the gradient needs log(base)).
+        """
+        if isinstance(base, (bool, np.bool_)) or not isinstance(base, (numbers.Real, np.generic)):
+            raise TypeError(f"base ** Tensor needs a real scalar base, got {type(base).__name__}")
+        if not base > 0:
+            raise ValueError(f"base ** Tensor needs a base > 0 (its gradient uses log(base)), got {base}")
+        return (self * float(np.log(base))).exp()
+
+    def __neg__(self):
+        return _ops.Neg.apply(self)
+
+    def __pos__(self):
+        return self
 
     # ---------------------------------------------------------------- reverse mode
     def backward(self, grad: Any = None, retain_graph: bool = False) -> None:
@@ -418,64 +304,7 @@ class Tensor:
             if not retain_graph:
                 ctx._free()
 
-    # ---------------------------------------------------------------- operators
-    def __add__(self, other):
-        return _ops.Add.apply(*_pair(self, other))
-
-    def __radd__(self, other):
-        a, b = _pair(self, other)
-        return _ops.Add.apply(b, a)
-
-    def __sub__(self, other):
-        return _ops.Sub.apply(*_pair(self, other))
-
-    def __rsub__(self, other):
-        a, b = _pair(self, other)
-        return _ops.Sub.apply(b, a)
-
-    def __mul__(self, other):
-        return _ops.Mul.apply(*_pair(self, other))
-
-    def __rmul__(self, other):
-        a, b = _pair(self, other)
-        return _ops.Mul.apply(b, a)
-
-    def __truediv__(self, other):
-        return _ops.Div.apply(*_pair(self, other))
-
-    def __rtruediv__(self, other):
-        a, b = _pair(self, other)
-        return _ops.Div.apply(b, a)
-
-    def __matmul__(self, other):
-        return _ops.MatMul.apply(*_pair(self, other))
-
-    def __rmatmul__(self, other):
-        a, b = _pair(self, other)
-        return _ops.MatMul.apply(b, a)
-
-    def __pow__(self, exponent):
-        return self.pow(exponent)
-
-    def __rpow__(self, base):
-        """``base ** self`` for a positive real scalar base: ``exp(self * log(base))``.
-
-        Raises:
-            TypeError: if ``base`` is not a real scalar.
-            ValueError: if ``base`` <= 0 (the gradient needs log(base)).
-        """
-        if isinstance(base, (bool, np.bool_)) or not isinstance(base, (numbers.Real, np.generic)):
-            raise TypeError(f"base ** Tensor needs a real scalar base, got {type(base).__name__}")
-        if not base > 0:
-            raise ValueError(f"base ** Tensor needs a base > 0 (its gradient uses log(base)), got {base}")
-        return (self * float(np.log(base))).exp()
-
-    def __neg__(self):
-        return _ops.Neg.apply(self)
-
-    def __pos__(self):
-        return self
-
+    # ------------------------------------------------------- comparisons, conversions, indexing
     def __lt__(self, other):
         return Tensor(self._data < _plain(other))
 
@@ -802,40 +631,7 @@ class Tensor:
         return _ops.split(self, indices_or_sections, axis=axis)
 
 
-def _axis_keep(fn, axis, keepdims, dim, keepdim):
-    """Merge NumPy's (axis, keepdims) and PyTorch's (dim, keepdim) spellings of one argument."""
-    if dim is not None:
-        if axis is not None:
-            raise TypeError(f"{fn}: got both axis= and dim= (the same argument); use one")
-        axis = dim
-    if keepdim is not None:
-        keepdims = keepdim
-    if isinstance(axis, list):
-        axis = tuple(axis)
-    return axis, bool(keepdims)
-
-
-_MINMAX = {
-    "max": collections.namedtuple("max", ["values", "indices"]),
-    "min": collections.namedtuple("min", ["values", "indices"]),
-}
-
-
-def _plain(x):
-    return x.data if isinstance(x, Tensor) else x
-
-
-def _index_arrays(index):
-    """Replace Tensors inside an index by their arrays."""
-    if isinstance(index, Tensor):
-        return index.data
-    if isinstance(index, tuple):
-        return tuple(i.data if isinstance(i, Tensor) else i for i in index)
-    if isinstance(index, list):
-        return np.asarray([i.data if isinstance(i, Tensor) else i for i in index])
-    return index
-
-
+# ----------------------------------------------------------------------------- reverse mode helpers
 def _toposort(root: Tensor) -> list:
     """Tensors that require grad reachable from ``root``, inputs before outputs (no recursion)."""
     order, visited = [], set()
@@ -891,6 +687,75 @@ def _validate(ctx, grads) -> tuple:
             )
         out.append(g)
     return tuple(out)
+
+
+# ----------------------------------------------------------------------------- operands and arguments
+def _is_float_dtype(dtype) -> bool:
+    return np.issubdtype(dtype, np.floating)
+
+
+def _operand(x: Any, like: "Tensor"):
+    """Turn the other side of a binary operator into a Tensor or an array constant."""
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, (numbers.Number, np.generic)) and not isinstance(x, np.ndarray):
+        if _is_float_dtype(like.dtype):
+            return np.asarray(x, dtype=like.dtype)
+        if isinstance(x, (bool, numbers.Integral)) and np.issubdtype(like.dtype, np.integer):
+            return np.asarray(x, dtype=like.dtype)
+        return np.asarray(x)
+    return np.asarray(x)
+
+
+def _pair(t: "Tensor", other: Any):
+    """Both sides of a binary operator as engine operands.
+
+    A Python scalar takes ``t``'s dtype (float32 stays float32); when an integer or bool side
+    meets a floating side, the integer side is cast to the floating dtype (PyTorch's rule;
+    NumPy would turn int64 with float32 into float64). Integer sides never require grad, so
+    the cast side is a constant.
+    """
+    o = _operand(other, t)
+    td, od = t.dtype, o.dtype
+    if td.kind == "f" and od.kind in "biu":
+        o = (o.data if isinstance(o, Tensor) else o).astype(td)
+    elif od.kind == "f" and td.kind in "biu":
+        return t.data.astype(od), o
+    return t, o
+
+
+def _axis_keep(fn, axis, keepdims, dim, keepdim):
+    """Merge NumPy's (axis, keepdims) and PyTorch's (dim, keepdim) spellings of one argument."""
+    if dim is not None:
+        if axis is not None:
+            raise TypeError(f"{fn}: got both axis= and dim= (the same argument); use one")
+        axis = dim
+    if keepdim is not None:
+        keepdims = keepdim
+    if isinstance(axis, list):
+        axis = tuple(axis)
+    return axis, bool(keepdims)
+
+
+_MINMAX = {
+    "max": collections.namedtuple("max", ["values", "indices"]),
+    "min": collections.namedtuple("min", ["values", "indices"]),
+}
+
+
+def _plain(x):
+    return x.data if isinstance(x, Tensor) else x
+
+
+def _index_arrays(index):
+    """Replace Tensors inside an index by their arrays."""
+    if isinstance(index, Tensor):
+        return index.data
+    if isinstance(index, tuple):
+        return tuple(i.data if isinstance(i, Tensor) else i for i in index)
+    if isinstance(index, list):
+        return np.asarray([i.data if isinstance(i, Tensor) else i for i in index])
+    return index
 
 
 from . import ops as _ops  # noqa: E402  (ops needs Tensor defined first)
