@@ -26,6 +26,7 @@ class InplaceOps:
     """The in-place methods of ``minigrad.Tensor`` (a base class of it; not used on its own)."""
 
     def _check_inplace(self, op: str, *operands: Any) -> None:
+        """Raise RuntimeError when ``op`` may not run in place here (see the module docstring)."""
         if not is_grad_enabled():
             return
         if self._requires_grad and self._ctx is None:
@@ -48,6 +49,7 @@ class InplaceOps:
             )
 
     def _bump(self) -> None:
+        """Increment the version counter: the data changed in place."""
         self._vc.value += 1
 
     def _inplace(self, op: str, ufunc, other: Any) -> "Tensor":

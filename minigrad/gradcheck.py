@@ -159,6 +159,7 @@ class _Checker(Diagnostics):
 
     # ------------------------------------------------------------------ driver
     def run(self) -> GradcheckReport:
+        """Every check in order; the first failure ends the run and makes the report."""
         with self.private_inputs():
             try:
                 snap = self.snapshot()

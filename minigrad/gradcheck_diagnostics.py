@@ -98,6 +98,7 @@ class Failure(Exception):
     """Internal: carries a failing check up to ``gradcheck._Checker.run``."""
 
     def __init__(self, check: str, text: str, **fields: Any) -> None:
+        """``check``: the check's name; ``text``: the message; ``fields``: report fields."""
         super().__init__(text)
         self.check = check
         self.text = text
@@ -105,10 +106,12 @@ class Failure(Exception):
 
 
 def _idx(shape: tuple, k: int) -> Tuple[int, ...]:
+    """The multi-index of flat index k in an array of ``shape``."""
     return tuple(int(i) for i in np.unravel_index(int(k), shape)) if len(shape) else ()
 
 
 def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    """Same shape, dtype and bytes (NaN equal to NaN, 0.0 unequal to -0.0)."""
     return a.shape == b.shape and a.dtype == b.dtype and \
         np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
 
@@ -123,6 +126,7 @@ class Diagnostics:
     """
 
     def __init__(self, fn, inputs, eps, atol, rtol, fast_mode, seed, n_directions):
+        """The arguments of ``gradcheck_report``; validated here."""
         self.full_jacobian_passed = False
         if not callable(fn):
             raise TypeError(f"gradcheck: fn must be callable, got {type(fn).__name__}")
@@ -165,16 +169,20 @@ class Diagnostics:
 
     # ------------------------------------------------------------------ helpers
     def header(self, check: str) -> str:
+        """The first line of a failure message: the check and the settings."""
         return (f"gradcheck failed: check '{check}' ({self.mode} mode, eps={self.eps:g}, "
                 f"atol={self.atol:g}, rtol={self.rtol:g}, seed={self.seed})")
 
     def desc(self, p: int) -> str:
+        """``input p (shape ...)``, as the messages name an input."""
         return f"input {p} (shape {self.inputs[p].shape})"
 
     def t(self, p: int) -> Tensor:
+        """The input at position p."""
         return self.inputs[p]
 
     def dense(self, grads: list) -> list:
+        """The gradients as float64 arrays, zeros where none arrived."""
         return [np.zeros(self.t(p).shape) if g is None else np.asarray(g, dtype=np.float64)
                 for p, g in zip(self.checked, grads)]
 
@@ -212,6 +220,7 @@ class Diagnostics:
 
     # ------------------------------------------------------------------ structural checks
     def check_mutation(self, snap: dict, when: str) -> None:
+        """Fail (check ``input mutated``) when an input differs from its snapshot."""
         for i, ref in snap.items():
             x = self.inputs[i]
             cur = x.data if isinstance(x, Tensor) else x
@@ -224,6 +233,8 @@ class Diagnostics:
                                "not write to their inputs", worst=(i, ()))
 
     def check_structure(self, grads: list) -> None:
+        """Fail when a gradient has the wrong shape or dtype, is not finite, or reaches an
+        unchecked input."""
         for p, g in zip(self.checked, grads):
             t = self.t(p)
             if g is None:
@@ -250,17 +261,8 @@ class Diagnostics:
                                f"(shape {x.shape}, dtype {x.dtype}) is not checked (integer or "
                                "not requiring grad) but received a gradient", worst=(i, ()))
 
-    def record(self, p, in_k, out_k, err, rel, ratio) -> None:
-        s = self.stats
-        s["abs"] = max(s["abs"], float(err))
-        s["rel"] = max(s["rel"], float(rel))
-        if ratio > s["ratio"] or s["worst"] is None:
-            s["ratio"] = float(ratio)
-            s["worst"] = None if p is None else (p, in_k)
-            s["worst_out"] = out_k
-
-
     def check_zero_upstream(self, g0: list) -> None:
+        """Fail when a zero upstream gradient gave a nonzero gradient."""
         for p, g in zip(self.checked, g0):
             if g is not None and np.any(g != 0):
                 ks = np.flatnonzero(g != 0)
@@ -273,6 +275,7 @@ class Diagnostics:
                               worst=(p, _idx(shape, ks[0])), n_viol=len(ks), n_cmp=g.size)
 
     def check_determinism(self, g1: list, g2: list) -> None:
+        """Fail when two backward passes with the same upstream gradient differ in a bit."""
         for p, a, b in zip(self.checked, g1, g2):
             if not _same_bits(a, b):
                 diff = np.flatnonzero(~((a == b) | (np.isnan(a) & np.isnan(b))))
@@ -286,6 +289,16 @@ class Diagnostics:
                               worst=(p, _idx(shape, k)), n_viol=len(diff), n_cmp=a.size)
 
     # ------------------------------------------------------------------ errors and kinks
+    def record(self, p, in_k, out_k, err, rel, ratio) -> None:
+        """Update the max errors and, when this entry is the worst so far, where it is."""
+        s = self.stats
+        s["abs"] = max(s["abs"], float(err))
+        s["rel"] = max(s["rel"], float(rel))
+        if ratio > s["ratio"] or s["worst"] is None:
+            s["ratio"] = float(ratio)
+            s["worst"] = None if p is None else (p, in_k)
+            s["worst_out"] = out_k
+
     def track(self, p, A, err, rel, ratio, out_shape, jac: bool) -> None:
         """Keep the max errors and the worst entry over everything compared."""
         if A.size:
@@ -318,7 +331,9 @@ class Diagnostics:
         return self.fail_from(main, others)
 
     def fail_from(self, res: dict, others: list) -> Failure:
-        p, A, Nm, bad, kink, jac = res["p"], res["A"], res["Nm"], res["bad"], res["kink"], res["jac"]
+        """The failure message of one comparison: kinks, worst entries, hints, Jacobians."""
+        p, A, Nm, jac = res["p"], res["A"], res["Nm"], res["jac"]
+        bad, kink = res["bad"], res["kink"]
         t = self.t(p)
         x = self.original[p].reshape(-1)
         out_shape = res["out_shape"]
@@ -339,8 +354,8 @@ class Diagnostics:
                 o, k = divmod(int(f), A.shape[1]) if jac else (None, int(f))
                 lines.append(
                     f"non-differentiable point at input {p}, index {_idx(t.shape, k)}, value "
-                    f"{float(x[k])!r}: one-sided differences {res['dm'].reshape(-1)[f]:.6g} (left) and "
-                    f"{res['dp'].reshape(-1)[f]:.6g} (right) disagree"
+                    f"{float(x[k])!r}: one-sided differences {res['dm'].reshape(-1)[f]:.6g} "
+                    f"(left) and {res['dp'].reshape(-1)[f]:.6g} (right) disagree"
                     + (f" for output {_idx(out_shape, o)}" if jac else "")
                     + f"; the analytical {A.reshape(-1)[f]:.6g} is one of them, so the backward "
                     "is not blamed; move the test point away from the kink")
@@ -382,6 +397,8 @@ class Diagnostics:
                         n_viol=n_bad, n_cmp=n_all)
 
     def hints(self, res: dict) -> list:
+        """Likely causes read off the two Jacobians: an ignored upstream gradient, a scale
+        error, a transposed gradient, a missing path, the gradient of another input."""
         A, Nm, tol, jac, p = res["A"], res["Nm"], res["tol"], res["jac"], res["p"]
         out = []
         if res["check"] == "vjp" and self.full_jacobian_passed:
@@ -432,9 +449,10 @@ class Diagnostics:
                                f"gradient of input {q}: a gradient for the wrong input")
         return out
 
-
     # ------------------------------------------------------------------ fast mode
     def fast(self, G: np.ndarray, g1: list) -> None:
+        """Fast mode: ``<G, J u>`` by central differences against ``<J^T G, u>`` over
+        ``n_directions`` Gaussian directions; on failure, the slow-mode fallback's report."""
         rng = np.random.default_rng([self.seed, 1])
         arrs = [self.t(p).data for p in self.checked]
         origs = [a.copy() for a in arrs]
@@ -504,9 +522,9 @@ class Diagnostics:
                        f"inputs {positions} found no violating entry: the directional "
                        "tolerance is tighter than the entrywise one here; try a larger atol")
 
-
     # ------------------------------------------------------------------ reports
     def failed_report(self, f: Failure) -> GradcheckReport:
+        """The ``GradcheckReport`` of a failed check."""
         s = self.stats
         fl = f.fields
         return GradcheckReport(
@@ -520,6 +538,7 @@ class Diagnostics:
             checked_inputs=tuple(self.checked))
 
     def passed_report(self) -> GradcheckReport:
+        """The ``GradcheckReport`` of a check that passed, with its max errors."""
         s = self.stats
         msg = (f"gradcheck passed ({self.mode} mode, eps={self.eps:g}, atol={self.atol:g}, "
                f"rtol={self.rtol:g}, seed={self.seed}): {s['n']} comparisons, max abs err "
