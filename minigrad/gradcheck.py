@@ -146,14 +146,16 @@ class _Checker(Diagnostics):
                 J, C, _, _ = nums[p]
                 r = self.compare("jacobian", p, Ja[self.checked.index(p)], J, C, base.shape,
                                  jac=True)
-                fails += [] if r is None else [r]
+                if r is not None:
+                    fails.append(r)
         self.full_jacobian_passed = full and not fails
         if not fails:
             for p in positions:
                 _, _, v, vc = nums[p]
                 a = np.asarray(g1[self.checked.index(p)], dtype=np.float64).reshape(-1)
                 r = self.compare("vjp", p, a, v, vc, base.shape, jac=False)
-                fails += [] if r is None else [r]
+                if r is not None:
+                    fails.append(r)
         if fails:
             raise self.failure(fails)
 
@@ -164,6 +166,7 @@ class _Checker(Diagnostics):
             try:
                 snap = self.snapshot()
                 rng = np.random.default_rng(self.seed)
+                # The engine's J^T G for a random upstream gradient G.
                 out = self.forward_graph()
                 self.check_mutation(snap, "fn")
                 G = rng.standard_normal(out.shape)
@@ -171,10 +174,12 @@ class _Checker(Diagnostics):
                 self.check_mutation(snap, "backward")
                 self.check_structure(g1)
                 g1 = self.dense(g1)
+                # Again on a fresh graph (determinism), and with G = 0 (must give 0).
                 g2 = self.dense(self.backward(self.forward_graph(), G))
                 g0 = self.backward(self.forward_graph(), np.zeros(out.shape))
                 self.check_structure(g0)
                 self.check_mutation(snap, "backward")
+                # The comparison with central differences.
                 if self.fast_mode:
                     self.fast(G, g1)
                 else:

@@ -118,7 +118,8 @@ def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
 
 class Diagnostics:
     """The settings, checks and reports of one gradient check; ``gradcheck._Checker`` adds the
-    algorithm (central differences, analytical Jacobian, comparison, slow mode, driver).
+    algorithm (central differences, analytical Jacobian, comparison, slow mode, driver), and
+    fast mode here calls its ``f`` (a forward pass without a graph) and ``slow`` (the fallback).
 
     Raises (on construction):
         TypeError: if fn is not callable, or an input that requires grad is not float64.
