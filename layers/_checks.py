@@ -125,19 +125,29 @@ def norm_param(t: Any, name: str, xa: np.ndarray, fn: str, fill: float) -> Any:
     return t
 
 
-def matrix(a: np.ndarray, name: str, fn: str, layout: str) -> None:
-    """Check that a weight is 2-D.
+def matrix_input(t: Any, name: str, fn: str, layout: str,
+                 like: Optional[np.ndarray] = None) -> Tuple[Any, np.ndarray]:
+    """``float_input`` for a weight matrix, which must also be 2-D (and of x's dtype).
 
     Args:
-        a: the weight's array.
+        t: the weight (Tensor, or array-like taken as a constant).
         name, fn: for the message.
         layout: the expected axes, e.g. "(out_features, in_features)".
+        like: x's array when the weight must have x's dtype, else None.
+
+    Returns:
+        (operand, array) as ``float_input``.
 
     Raises:
-        ValueError: if ``a.ndim != 2``.
+        TypeError: a non-floating dtype, or not x's dtype.
+        ValueError: if the weight is not 2-D.
     """
+    t, a = float_input(t, name, fn)
     if a.ndim != 2:
         raise ValueError(f"{fn}: {name} must be 2-D {layout}, got shape {a.shape}")
+    if like is not None:
+        same_dtype(a, name, like, "x", fn)
+    return t, a
 
 
 def check_eps(eps: Any, fn: str) -> float:

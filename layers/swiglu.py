@@ -39,6 +39,7 @@ import numpy as np
 
 from minigrad import Function, Tensor
 
+from ._checks import float_input, last_dim, matrix_input
 from .silu import dsilu, sigmoid_stable
 
 __all__ = ["swiglu_forward", "swiglu_backward", "SwiGLUFunction", "swiglu"]
@@ -126,22 +127,11 @@ def swiglu(x, w_gate, w_up, w_down) -> Tensor:
         ValueError: x with no axis, weights that are not 2-D, or shapes that do not chain
             (w_gate (H, C) with C = x.shape[-1], w_up of w_gate's shape, w_down (O, H)).
     """
-    arrays = {}
-    for name, t in (("x", x), ("w_gate", w_gate), ("w_up", w_up), ("w_down", w_down)):
-        a = t.data if isinstance(t, Tensor) else np.asarray(t)
-        if not np.issubdtype(a.dtype, np.floating):
-            raise TypeError(f"swiglu: {name} must have a floating dtype, got {a.dtype}")
-        arrays[name] = a
-    xa, wg, wu, wd = arrays["x"], arrays["w_gate"], arrays["w_up"], arrays["w_down"]
-    if xa.ndim == 0:
-        raise ValueError("swiglu: x must have at least one axis (the feature axis)")
-    for name in ("w_gate", "w_up", "w_down"):
-        w = arrays[name]
-        if w.ndim != 2:
-            raise ValueError(f"swiglu: {name} must be 2-D (out, in), got shape {w.shape}")
-        if w.dtype != xa.dtype:
-            raise TypeError(f"swiglu: {name} is {w.dtype} but x is {xa.dtype}; use one dtype")
-    C = xa.shape[-1]
+    x, xa = float_input(x, "x", "swiglu")
+    C = last_dim(xa, "swiglu", "the feature axis")
+    w_gate, wg = matrix_input(w_gate, "w_gate", "swiglu", "(out, in)", like=xa)
+    w_up, wu = matrix_input(w_up, "w_up", "swiglu", "(out, in)", like=xa)
+    w_down, wd = matrix_input(w_down, "w_down", "swiglu", "(out, in)", like=xa)
     if wg.shape[1] != C:
         raise ValueError(
             f"swiglu: w_gate has shape {wg.shape}, expected (H, {C}) for x of shape {xa.shape}"
@@ -151,6 +141,4 @@ def swiglu(x, w_gate, w_up, w_down) -> Tensor:
     if wd.shape[1] != wg.shape[0]:
         H = wg.shape[0]
         raise ValueError(f"swiglu: w_down has shape {wd.shape}, expected (O, {H}) (H = {H})")
-    args = [t if isinstance(t, Tensor) else arrays[n]
-            for n, t in (("x", x), ("w_gate", w_gate), ("w_up", w_up), ("w_down", w_down))]
-    return SwiGLUFunction.apply(*args)
+    return SwiGLUFunction.apply(x, w_gate, w_up, w_down)
