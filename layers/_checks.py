@@ -39,6 +39,20 @@ def float_input(t: Any, name: str, fn: str) -> Tuple[Any, np.ndarray]:
     return (t if isinstance(t, Tensor) else a), a
 
 
+def sequence_input(t: Any, name: str, fn: str) -> Tuple[Any, np.ndarray]:
+    """``float_input`` for a per-head sequence (..., T, hs), which must be at least 2-D
+    (a query, key or value of attention, or RoPE's input).
+
+    Raises:
+        TypeError: a non-floating dtype.
+        ValueError: fewer than 2 axes.
+    """
+    t, a = float_input(t, name, fn)
+    if a.ndim < 2:
+        raise ValueError(f"{fn}: {name} must be (..., T, hs), got shape {a.shape}")
+    return t, a
+
+
 def int_input(t: Any, name: str, fn: str) -> np.ndarray:
     """The array of ``t`` (indices or class targets: a Tensor or array-like), which must have an
     integer dtype (bools and floats are refused, as in PyTorch).

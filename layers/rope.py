@@ -31,7 +31,7 @@ import numpy as np
 
 from minigrad import Function
 
-from ._checks import even_head_dim, float_dtype, float_input, integer, positive_int, rope_table
+from ._checks import even_head_dim, float_dtype, integer, positive_int, rope_table, sequence_input
 
 __all__ = ["build_rope_cache", "apply_rope", "rope_forward", "rope_backward", "rotate_half",
            "RoPEFunction"]
@@ -153,9 +153,7 @@ def apply_rope(x, cos, sin):
         ValueError: hs odd or 0, x with fewer than 2 dims, cos/sin not broadcastable to x, or
             cos/sin Tensors that require grad.
     """
-    x, xa = float_input(x, "x", "apply_rope")
-    if xa.ndim < 2:
-        raise ValueError(f"apply_rope: x must be (..., T, hs), got shape {xa.shape}")
+    x, xa = sequence_input(x, "x", "apply_rope")
     even_head_dim(xa.shape[-1], "apply_rope")
     cos = rope_table(cos, "cos", xa)
     sin = rope_table(sin, "sin", xa)
