@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from minigrad import Function, Tensor
+from minigrad import Tensor
 
 from ._checks import check_eps, float_input, last_dim, norm_param
+from ._function import PairFunction
 
 __all__ = ["layernorm_forward", "layernorm_backward", "LayerNormFunction", "layer_norm"]
 
@@ -80,20 +81,11 @@ def layernorm_backward(dout: np.ndarray, cache):
     return dx, dweight, dbias
 
 
-class LayerNormFunction(Function):
-    """One autograd node for LayerNorm: the NumPy pair above behind ``minigrad.Function``."""
+class LayerNormFunction(PairFunction):
+    """One autograd node for LayerNorm: ``layernorm_forward`` / ``layernorm_backward``;
+    ``apply(x, weight, bias, eps=...)``."""
 
-    @staticmethod
-    def forward(ctx, x, weight, bias, eps=1e-5):
-        """Forward on arrays; keeps the cache on ``ctx``."""
-        out, cache = layernorm_forward(x, weight, bias, eps)
-        ctx.save_for_backward(*cache)
-        return out
-
-    @staticmethod
-    def backward(ctx, dout):
-        """Gradients for (x, weight, bias), in their shapes and dtype."""
-        return layernorm_backward(dout, ctx.saved_tensors)
+    pair = (layernorm_forward, layernorm_backward)
 
 
 def layer_norm(x, weight, bias, eps: float = 1e-5) -> Tensor:

@@ -31,9 +31,10 @@ from typing import Optional
 
 import numpy as np
 
-from minigrad import Function, Tensor
+from minigrad import Tensor
 
 from ._checks import check_eps, float_input, last_dim, norm_param
+from ._function import PairFunction
 
 __all__ = ["rmsnorm_forward", "rmsnorm_backward", "RMSNormFunction", "rms_norm"]
 
@@ -75,20 +76,11 @@ def rmsnorm_backward(dout: np.ndarray, cache):
     return dx, dweight
 
 
-class RMSNormFunction(Function):
-    """One autograd node for RMSNorm: the NumPy pair above behind ``minigrad.Function``."""
+class RMSNormFunction(PairFunction):
+    """One autograd node for RMSNorm: ``rmsnorm_forward`` / ``rmsnorm_backward``; ``apply(x,
+    weight, eps=...)``."""
 
-    @staticmethod
-    def forward(ctx, x, weight, eps=1e-6):
-        """Forward on arrays; keeps the cache on ``ctx``."""
-        out, cache = rmsnorm_forward(x, weight, eps)
-        ctx.save_for_backward(*cache)
-        return out
-
-    @staticmethod
-    def backward(ctx, dout):
-        """Gradients for (x, weight), in their shapes and dtype."""
-        return rmsnorm_backward(dout, ctx.saved_tensors)
+    pair = (rmsnorm_forward, rmsnorm_backward)
 
 
 def rms_norm(x, weight, eps: Optional[float] = 1e-6) -> Tensor:

@@ -37,9 +37,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from minigrad import Function, Tensor
+from minigrad import Tensor
 
 from ._checks import float_input, last_dim, matrix_input
+from ._function import PairFunction
 from .silu import dsilu, sigmoid_stable
 
 __all__ = ["swiglu_forward", "swiglu_backward", "SwiGLUFunction", "swiglu"]
@@ -93,20 +94,11 @@ def swiglu_backward(dout: np.ndarray, cache):
     return dx.reshape(*lead, x2.shape[1]), dw_gate, dw_up, dw_down
 
 
-class SwiGLUFunction(Function):
-    """One autograd node for the SwiGLU block: the NumPy pair above behind ``minigrad.Function``."""
+class SwiGLUFunction(PairFunction):
+    """One autograd node for the SwiGLU block: ``swiglu_forward`` / ``swiglu_backward``;
+    ``apply(x, w_gate, w_up, w_down)``."""
 
-    @staticmethod
-    def forward(ctx, x, w_gate, w_up, w_down):
-        """Forward on arrays; keeps the cache on ``ctx``."""
-        out, cache = swiglu_forward(x, w_gate, w_up, w_down)
-        ctx.save_for_backward(*cache)
-        return out
-
-    @staticmethod
-    def backward(ctx, dout):
-        """Gradients for (x, w_gate, w_up, w_down), in their shapes and dtype."""
-        return swiglu_backward(dout, ctx.saved_tensors)
+    pair = (swiglu_forward, swiglu_backward)
 
 
 def swiglu(x, w_gate, w_up, w_down) -> Tensor:
