@@ -98,6 +98,7 @@ class AttentionFunction(Function):
 
     @staticmethod
     def forward(ctx, q, k, v, is_causal=False):
+        """Forward on arrays; saves q, k, v and P, keeps the scale on ``ctx``."""
         out, (q, k, v, P, scale) = attention_forward(q, k, v, is_causal)
         ctx.save_for_backward(q, k, v, P)
         ctx.scale = scale
@@ -105,6 +106,7 @@ class AttentionFunction(Function):
 
     @staticmethod
     def backward(ctx, dout):
+        """Gradients for (q, k, v); None for an input that needs none."""
         q, k, v, P = ctx.saved_tensors
         return attention_backward(dout, (q, k, v, P, ctx.scale), ctx.needs_input_grad)
 

@@ -126,6 +126,7 @@ class CrossEntropyFunction(Function):
 
     @staticmethod
     def forward(ctx, logits, targets, reduction="mean", ignore_index=-100, label_smoothing=0.0):
+        """Forward on arrays; saves probs, targets and the valid mask, keeps the options."""
         loss, cache = cross_entropy_forward(logits, targets, reduction, ignore_index,
                                             label_smoothing)
         probs, t, valid, *rest = cache
@@ -135,6 +136,7 @@ class CrossEntropyFunction(Function):
 
     @staticmethod
     def backward(ctx, dloss):
+        """Gradient for logits; None for the constant targets."""
         probs, t, valid = ctx.saved_tensors
         return cross_entropy_backward(dloss, (probs, t, valid, *ctx.rest)), None
 

@@ -75,6 +75,7 @@ class EmbeddingFunction(Function):
 
     @staticmethod
     def forward(ctx, weight, idx):
+        """Forward on arrays; saves the flattened indices, keeps the weight's shape and dtype."""
         out, (flat, shape, dtype) = embedding_forward(weight, idx)
         ctx.save_for_backward(flat)
         ctx.wshape, ctx.wdtype = shape, dtype
@@ -82,6 +83,7 @@ class EmbeddingFunction(Function):
 
     @staticmethod
     def backward(ctx, dout):
+        """Gradient for weight; None for the constant idx."""
         (flat,) = ctx.saved_tensors
         return embedding_backward(dout, (flat, ctx.wshape, ctx.wdtype)), None
 

@@ -71,6 +71,7 @@ class LinearFunction(Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias=None):
+        """Forward on arrays; saves x and weight, notes whether there is a bias."""
         out, (x, weight, has_bias) = linear_forward(x, weight, bias)
         ctx.save_for_backward(x, weight)
         ctx.has_bias = has_bias
@@ -78,6 +79,7 @@ class LinearFunction(Function):
 
     @staticmethod
     def backward(ctx, dout):
+        """Gradients for (x, weight) or (x, weight, bias); None where not needed."""
         x, weight = ctx.saved_tensors
         needs = tuple(ctx.needs_input_grad) + (False,) * (3 - len(ctx.needs_input_grad))
         dx, dW, db = linear_backward(dout, (x, weight, ctx.has_bias), needs)

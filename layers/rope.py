@@ -90,12 +90,14 @@ class RoPEFunction(Function):
 
     @staticmethod
     def forward(ctx, x, cos, sin):
+        """Forward on arrays; saves the cos/sin tables (no copies)."""
         out, cache = rope_forward(x, cos, sin)
         ctx.save_for_backward(*cache)
         return out
 
     @staticmethod
     def backward(ctx, dout):
+        """Gradient for x; None for the constant cos and sin."""
         return rope_backward(dout, ctx.saved_tensors), None, None
 
 

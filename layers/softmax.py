@@ -72,6 +72,7 @@ class SoftmaxFunction(Function):
 
     @staticmethod
     def forward(ctx, x, axis=-1):
+        """Forward on arrays; saves y and keeps the axis on ``ctx``."""
         y, (ycache, ax) = softmax_forward(x, axis)
         ctx.save_for_backward(ycache)
         ctx.axis = ax
@@ -79,6 +80,7 @@ class SoftmaxFunction(Function):
 
     @staticmethod
     def backward(ctx, dy):
+        """Gradient for x, in y's shape and dtype."""
         (y,) = ctx.saved_tensors
         return softmax_backward(dy, (y, ctx.axis))
 
