@@ -1,12 +1,13 @@
 """Input checks shared by the public wrappers of ``layers`` (and by ``gpt.config``).
 
 A wrapper such as ``layers.rmsnorm.rms_norm`` makes one call here per check; the NumPy maths
-(``*_forward`` / ``*_backward``) never does. Every check raises at the boundary with a message
-that starts with the calling function's name (``fn``) and names the argument, and returns what
-the caller uses next, so that a wrapper reads as a short list of calls.
+(``*_forward`` / ``*_backward``) never does. Every check raises at the boundary, with a message
+that starts with the calling function's name ``fn`` and names the argument ``name``, and
+returns what the caller uses next.
 
-Conventions: a Tensor argument is differentiable, an array-like is a constant; an "operand" is
-what goes on to ``Function.apply`` (the Tensor itself, or the array when it is a constant).
+Inputs ``t`` are Tensors (differentiable) or array-likes (constants). Checks of an input return
+``(operand, array)``: the operand goes on to ``Function.apply`` (``t`` itself when it is a
+Tensor, so gradients reach it, else the array), the np.ndarray is for further checks.
 """
 from __future__ import annotations
 
@@ -18,17 +19,10 @@ import numpy as np
 from minigrad import Tensor
 
 
+# ----------------------------------------------------------------------------- array inputs
+
 def float_input(t: Any, name: str, fn: str) -> Tuple[Any, np.ndarray]:
-    """Check that ``t`` (a Tensor, or an array-like taken as a constant) is floating.
-
-    Args:
-        t: the input.
-        name: its argument name, for the message.
-        fn: the calling function's name, for the message.
-
-    Returns:
-        (operand, array): ``operand`` is ``t`` itself when it is a Tensor (so gradients reach
-        it) and the array otherwise; ``array`` is the underlying np.ndarray.
+    """``(operand, array)`` of an input that must have a floating dtype (any shape).
 
     Raises:
         TypeError: if the dtype is not floating.
@@ -39,9 +33,21 @@ def float_input(t: Any, name: str, fn: str) -> Tuple[Any, np.ndarray]:
     return (t if isinstance(t, Tensor) else a), a
 
 
+def int_input(t: Any, name: str, fn: str) -> np.ndarray:
+    """The array of indices or class targets, which must have an integer dtype (bools and
+    floats are refused, as in PyTorch).
+
+    Raises:
+        TypeError: if the dtype is not a signed or unsigned integer one.
+    """
+    a = t.data if isinstance(t, Tensor) else np.asarray(t)
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"{fn}: {name} must have an integer dtype (indices), got {a.dtype}")
+    return a
+
+
 def sequence_input(t: Any, name: str, fn: str) -> Tuple[Any, np.ndarray]:
-    """``float_input`` for a per-head sequence (..., T, hs), which must be at least 2-D
-    (a query, key or value of attention, or RoPE's input).
+    """``float_input`` for a per-head sequence (..., T, hs): attention's q, k, v, RoPE's x.
 
     Raises:
         TypeError: a non-floating dtype.
@@ -53,74 +59,26 @@ def sequence_input(t: Any, name: str, fn: str) -> Tuple[Any, np.ndarray]:
     return t, a
 
 
-def int_input(t: Any, name: str, fn: str) -> np.ndarray:
-    """The array of ``t`` (indices or class targets: a Tensor or array-like), which must have an
-    integer dtype (bools and floats are refused, as in PyTorch).
-
-    Returns:
-        np.ndarray of t's shape and dtype.
+def matrix_input(t: Any, name: str, fn: str, layout: str,
+                 like: Optional[np.ndarray] = None) -> Tuple[Any, np.ndarray]:
+    """``float_input`` for a weight matrix: 2-D, with axes ``layout`` (e.g. "(out, in)"), and
+    of x's dtype when x's array is given as ``like``.
 
     Raises:
-        TypeError: if the dtype is not a signed or unsigned integer one.
+        TypeError: a non-floating dtype, or not x's dtype.
+        ValueError: if the weight is not 2-D.
     """
-    a = t.data if isinstance(t, Tensor) else np.asarray(t)
-    if a.dtype.kind not in "iu":
-        raise TypeError(f"{fn}: {name} must have an integer dtype (indices), got {a.dtype}")
-    return a
-
-
-def float_dtype(dtype: Any, fn: str) -> np.dtype:
-    """``np.dtype(dtype)``, which must be floating (a parameter or table dtype argument).
-
-    Raises:
-        TypeError: if it is not floating (e.g. int32).
-    """
-    dt = np.dtype(dtype)
-    if not np.issubdtype(dt, np.floating):
-        raise TypeError(f"{fn}: dtype must be a floating dtype, got {dt}")
-    return dt
-
-
-def same_dtype(a: np.ndarray, name: str, ref: np.ndarray, ref_name: str, fn: str) -> None:
-    """Check that ``a`` has the dtype of ``ref`` (no silent promotion between float32 and
-    float64 inside one node).
-
-    Raises:
-        TypeError: if the dtypes differ.
-    """
-    if a.dtype != ref.dtype:
-        raise TypeError(f"{fn}: {name} is {a.dtype} but {ref_name} is {ref.dtype}; use one dtype")
-
-
-def last_dim(a: np.ndarray, fn: str, what: str) -> int:
-    """The size C of the last axis of ``a`` (the input x), which must exist.
-
-    Args:
-        a: x's array.
-        fn: the calling function's name.
-        what: what the last axis is, for the message ("the normalized one").
-
-    Raises:
-        ValueError: if ``a`` is 0-d.
-    """
-    if a.ndim == 0:
-        raise ValueError(f"{fn}: x must have at least one axis ({what})")
-    return a.shape[-1]
+    t, a = float_input(t, name, fn)
+    if a.ndim != 2:
+        raise ValueError(f"{fn}: {name} must be 2-D {layout}, got shape {a.shape}")
+    if like is not None:
+        same_dtype(a, name, like, "x", fn)
+    return t, a
 
 
 def norm_param(t: Any, name: str, xa: np.ndarray, fn: str, fill: float) -> Any:
-    """A norm's (C,) gain or bias for x of shape (..., C), or the constant ``fill`` for None
-    (PyTorch's ``weight=None`` / ``bias=None``: no parameter, no gradient).
-
-    Args:
-        t: Tensor, array-like or None.
-        name: "weight" or "bias".
-        xa: x's array (at least 1-d).
-        fn: the calling function's name.
-        fill: the value of the constant that stands for None (1 for a gain, 0 for a bias).
-
-    Returns:
-        The operand: ``t`` when it is a Tensor, its (C,) array otherwise.
+    """The operand of a norm's gain or bias, (C,) for x's array ``xa`` of shape (..., C); for
+    None, the constant ``fill`` (1 for a gain, 0 for a bias: PyTorch's ``weight=None``).
 
     Raises:
         TypeError: a non-floating dtype, or not x's dtype.
@@ -139,30 +97,29 @@ def norm_param(t: Any, name: str, xa: np.ndarray, fn: str, fill: float) -> Any:
     return t
 
 
-def matrix_input(t: Any, name: str, fn: str, layout: str,
-                 like: Optional[np.ndarray] = None) -> Tuple[Any, np.ndarray]:
-    """``float_input`` for a weight matrix, which must also be 2-D (and of x's dtype).
-
-    Args:
-        t: the weight (Tensor, or array-like taken as a constant).
-        name, fn: for the message.
-        layout: the expected axes, e.g. "(out_features, in_features)".
-        like: x's array when the weight must have x's dtype, else None.
-
-    Returns:
-        (operand, array) as ``float_input``.
+def same_dtype(a: np.ndarray, name: str, ref: np.ndarray, ref_name: str, fn: str) -> None:
+    """Check that ``a`` has the dtype of ``ref``: no silent float32/float64 mix in one node.
 
     Raises:
-        TypeError: a non-floating dtype, or not x's dtype.
-        ValueError: if the weight is not 2-D.
+        TypeError: if the dtypes differ.
     """
-    t, a = float_input(t, name, fn)
-    if a.ndim != 2:
-        raise ValueError(f"{fn}: {name} must be 2-D {layout}, got shape {a.shape}")
-    if like is not None:
-        same_dtype(a, name, like, "x", fn)
-    return t, a
+    if a.dtype != ref.dtype:
+        raise TypeError(f"{fn}: {name} is {a.dtype} but {ref_name} is {ref.dtype}; use one dtype")
 
+
+def last_dim(a: np.ndarray, fn: str, what: str) -> int:
+    """The size C of x's last axis, which must exist; ``what`` says what it is, for the
+    message (e.g. "the normalized one").
+
+    Raises:
+        ValueError: if x is 0-d.
+    """
+    if a.ndim == 0:
+        raise ValueError(f"{fn}: x must have at least one axis ({what})")
+    return a.shape[-1]
+
+
+# ------------------------------------------------------------------------- scalar arguments
 
 def check_eps(eps: Any, fn: str) -> float:
     """A norm's epsilon as a float: a finite real number >= 0 (bools refused).
@@ -177,7 +134,7 @@ def check_eps(eps: Any, fn: str) -> float:
 
 
 def integer(v: Any, name: str, fn: str) -> int:
-    """``int(v)`` for an integer argument (Python or NumPy; bools and floats refused).
+    """``int(v)`` for an integer argument, Python or NumPy (bools and floats refused).
 
     Raises:
         TypeError: if ``v`` is not an integer.
@@ -188,7 +145,7 @@ def integer(v: Any, name: str, fn: str) -> int:
 
 
 def positive_int(v: Any, name: str, fn: str) -> int:
-    """``int(v)`` for a size argument, which must be an integer > 0.
+    """``int(v)`` for a size argument: an integer > 0.
 
     Raises:
         TypeError: if ``v`` is not an integer.
@@ -200,13 +157,23 @@ def positive_int(v: Any, name: str, fn: str) -> int:
     return v
 
 
+def float_dtype(dtype: Any, fn: str) -> np.dtype:
+    """``np.dtype(dtype)`` for a dtype argument, which must be floating.
+
+    Raises:
+        TypeError: if it is not floating (e.g. int32).
+    """
+    dt = np.dtype(dtype)
+    if not np.issubdtype(dt, np.floating):
+        raise TypeError(f"{fn}: dtype must be a floating dtype, got {dt}")
+    return dt
+
+
+# ----------------------------------------------------------------------------- RoPE
+
 def even_head_dim(head_dim: int, fn: str, got: Optional[str] = None) -> None:
     """Check that a head size suits RoPE, which rotates pairs (x[2i], x[2i+1]): even and >= 2.
-
-    Args:
-        head_dim: the head size hs (an int).
-        fn: the calling function's name.
-        got: how the value arose, for the message (default: the number itself).
+    ``got`` says how the value arose, for the message (default: the number).
 
     Raises:
         ValueError: if ``head_dim`` is odd or < 2.
@@ -217,16 +184,8 @@ def even_head_dim(head_dim: int, fn: str, got: Optional[str] = None) -> None:
 
 
 def rope_table(t: Any, name: str, xa: np.ndarray) -> np.ndarray:
-    """A RoPE cos or sin table as a constant array of x's dtype that broadcasts to x's shape
-    without enlarging it (for ``apply_rope``).
-
-    Args:
-        t: the table (np.ndarray, or a Tensor that does not require grad).
-        name: "cos" or "sin".
-        xa: x's array (..., T, hs).
-
-    Returns:
-        np.ndarray, cast to x's dtype (no copy when it already has it).
+    """``apply_rope``'s cos or sin table as a constant array of x's dtype, which must broadcast
+    to x's shape (..., T, hs) without enlarging it.
 
     Raises:
         ValueError: a Tensor that requires grad, more axes than x, or a shape that does not
