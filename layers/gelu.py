@@ -110,8 +110,7 @@ def gelu_backward(dout: np.ndarray, cache):
 
 
 class GELUFunction(PairFunction):
-    """One autograd node for GELU (tanh approximation): ``gelu_forward`` / ``gelu_backward``,
-    cache ``(x, t)``."""
+    """One autograd node for GELU (tanh approximation), ``apply(x)``: the pair above."""
 
     pair = (gelu_forward, gelu_backward)
 
@@ -151,8 +150,7 @@ def gelu_erf_backward(dout: np.ndarray, cache):
 
 
 class GELUErfFunction(PairFunction):
-    """One autograd node for exact GELU: ``gelu_erf_forward`` / ``gelu_erf_backward``, cache
-    ``(x, Phi)``."""
+    """One autograd node for exact GELU, ``apply(x)``: the pair above."""
 
     pair = (gelu_erf_forward, gelu_erf_backward)
 

@@ -82,8 +82,7 @@ def layernorm_backward(dout: np.ndarray, cache):
 
 
 class LayerNormFunction(PairFunction):
-    """One autograd node for LayerNorm: ``layernorm_forward`` / ``layernorm_backward``;
-    ``apply(x, weight, bias, eps=...)``."""
+    """One autograd node for LayerNorm, ``apply(x, weight, bias, eps=...)``: the pair above."""
 
     pair = (layernorm_forward, layernorm_backward)
 

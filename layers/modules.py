@@ -32,6 +32,11 @@ __all__ = ["Identity", "LayerNorm", "RMSNorm", "Linear", "Embedding", "SwiGLU", 
 
 
 def _rng(rng) -> np.random.Generator:
+    """The init source: ``rng`` itself, or a fresh unseeded Generator for None.
+
+    Raises:
+        TypeError: for anything else (e.g. an int seed).
+    """
     if rng is None:
         return np.random.default_rng()
     if not isinstance(rng, np.random.Generator):

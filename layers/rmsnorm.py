@@ -77,8 +77,7 @@ def rmsnorm_backward(dout: np.ndarray, cache):
 
 
 class RMSNormFunction(PairFunction):
-    """One autograd node for RMSNorm: ``rmsnorm_forward`` / ``rmsnorm_backward``; ``apply(x,
-    weight, eps=...)``."""
+    """One autograd node for RMSNorm, ``apply(x, weight, eps=...)``: the pair above."""
 
     pair = (rmsnorm_forward, rmsnorm_backward)
 

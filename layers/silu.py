@@ -77,7 +77,7 @@ def silu_backward(dout: np.ndarray, cache):
 
 
 class SiLUFunction(PairFunction):
-    """One autograd node for SiLU: ``silu_forward`` / ``silu_backward``, cache ``(x, s)``."""
+    """One autograd node for SiLU, ``apply(x)``: the pair above."""
 
     pair = (silu_forward, silu_backward)
 

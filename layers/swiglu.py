@@ -95,8 +95,7 @@ def swiglu_backward(dout: np.ndarray, cache):
 
 
 class SwiGLUFunction(PairFunction):
-    """One autograd node for the SwiGLU block: ``swiglu_forward`` / ``swiglu_backward``;
-    ``apply(x, w_gate, w_up, w_down)``."""
+    """One autograd node for SwiGLU, ``apply(x, w_gate, w_up, w_down)``: the pair above."""
 
     pair = (swiglu_forward, swiglu_backward)
 
