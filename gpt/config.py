@@ -14,6 +14,8 @@ from typing import Any, Dict
 
 import numpy as np
 
+from layers._checks import even_head_dim
+
 NORMS = ("ln", "rms", "ln_rms", "none")
 MLPS = ("gelu", "swiglu", "relu2")
 POSITIONS = ("learned", "rope")
@@ -78,11 +80,10 @@ class GPTConfig:
             raise ValueError(
                 f"GPTConfig: n_heads={self.n_heads} does not divide d_model={self.d_model}"
             )
-        if self.pos == "rope" and self.head_dim % 2 != 0:
-            raise ValueError(
-                f"GPTConfig: pos='rope' needs an even head_dim, but d_model // n_heads = "
-                f"{self.d_model} // {self.n_heads} = {self.head_dim} is odd"
-            )
+        if self.pos == "rope":
+            even_head_dim(self.head_dim, "GPTConfig", got=(
+                f"d_model // n_heads = {self.d_model} // {self.n_heads} = {self.head_dim} "
+                f"with pos='rope'"))
 
     @property
     def head_dim(self) -> int:

@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from minigrad import Function, Tensor
+from minigrad import Function
+
+from ._checks import same_dtype, sequence_input
 
 __all__ = ["scaled_dot_product_attention", "attention_forward", "attention_backward",
            "AttentionFunction"]
@@ -96,6 +98,7 @@ class AttentionFunction(Function):
 
     @staticmethod
     def forward(ctx, q, k, v, is_causal=False):
+        """Forward on arrays; saves q, k, v and P, keeps the scale on ``ctx``."""
         out, (q, k, v, P, scale) = attention_forward(q, k, v, is_causal)
         ctx.save_for_backward(q, k, v, P)
         ctx.scale = scale
@@ -103,6 +106,7 @@ class AttentionFunction(Function):
 
     @staticmethod
     def backward(ctx, dout):
+        """Gradients for (q, k, v); None for an input that needs none."""
         q, k, v, P = ctx.saved_tensors
         return attention_backward(dout, (q, k, v, P, ctx.scale), ctx.needs_input_grad)
 
@@ -125,31 +129,21 @@ def scaled_dot_product_attention(q, k, v, is_causal=False):
         TypeError: non-floating inputs, mixed dtypes, or a non-bool is_causal.
         ValueError: mismatched shapes, fewer than 2 dims, or an empty sequence or head.
     """
-    arrs = [t.data if isinstance(t, Tensor) else np.asarray(t) for t in (q, k, v)]
-    for name, a in zip("qkv", arrs):
-        if not np.issubdtype(a.dtype, np.floating):
-            raise TypeError(f"scaled_dot_product_attention: {name} must be floating, got {a.dtype}")
-        if a.ndim < 2:
-            raise ValueError(
-                f"scaled_dot_product_attention: {name} must be (..., T, hs), got shape {a.shape}")
-    qa, ka, va = arrs
-    if not (qa.dtype == ka.dtype == va.dtype):
-        raise TypeError(f"scaled_dot_product_attention: q, k, v must share one dtype, got "
-                        f"{qa.dtype}, {ka.dtype}, {va.dtype}")
+    fn = "scaled_dot_product_attention"
+    q, qa = sequence_input(q, "q", fn)
+    k, ka = sequence_input(k, "k", fn)
+    v, va = sequence_input(v, "v", fn)
+    same_dtype(ka, "k", qa, "q", fn)
+    same_dtype(va, "v", qa, "q", fn)
     if not isinstance(is_causal, (bool, np.bool_)):
-        raise TypeError(f"scaled_dot_product_attention: is_causal must be a bool, got "
-                        f"{type(is_causal).__name__}")
+        raise TypeError(f"{fn}: is_causal must be a bool, got {type(is_causal).__name__}")
     if not (qa.shape[:-2] == ka.shape[:-2] == va.shape[:-2]):
-        raise ValueError(f"scaled_dot_product_attention: leading dims of q {qa.shape}, k {ka.shape}, "
-                         f"v {va.shape} must be equal")
+        raise ValueError(f"{fn}: leading dims of q {qa.shape}, k {ka.shape}, v {va.shape} "
+                         f"must be equal")
     if qa.shape[-1] != ka.shape[-1]:
-        raise ValueError(f"scaled_dot_product_attention: q and k head sizes differ: q {qa.shape}, "
-                         f"k {ka.shape}")
+        raise ValueError(f"{fn}: q and k head sizes differ: q {qa.shape}, k {ka.shape}")
     if ka.shape[-2] != va.shape[-2]:
-        raise ValueError(f"scaled_dot_product_attention: k and v lengths differ: k {ka.shape}, "
-                         f"v {va.shape}")
+        raise ValueError(f"{fn}: k and v lengths differ: k {ka.shape}, v {va.shape}")
     if qa.shape[-2] == 0 or ka.shape[-2] == 0 or qa.shape[-1] == 0:
-        raise ValueError(f"scaled_dot_product_attention: empty sequence or head: q {qa.shape}, "
-                         f"k {ka.shape}")
-    args = [t if isinstance(t, Tensor) else a for t, a in zip((q, k, v), arrs)]
-    return AttentionFunction.apply(*args, is_causal=bool(is_causal))
+        raise ValueError(f"{fn}: empty sequence or head: q {qa.shape}, k {ka.shape}")
+    return AttentionFunction.apply(q, k, v, is_causal=bool(is_causal))

@@ -35,7 +35,9 @@ import numbers
 
 import numpy as np
 
-from minigrad import Function, Tensor
+from minigrad import Function
+
+from ._checks import float_input, int_input, integer
 
 __all__ = ["cross_entropy", "cross_entropy_forward", "cross_entropy_backward",
            "CrossEntropyFunction"]
@@ -124,6 +126,7 @@ class CrossEntropyFunction(Function):
 
     @staticmethod
     def forward(ctx, logits, targets, reduction="mean", ignore_index=-100, label_smoothing=0.0):
+        """Forward on arrays; saves probs, targets and the valid mask, keeps the options."""
         loss, cache = cross_entropy_forward(logits, targets, reduction, ignore_index,
                                             label_smoothing)
         probs, t, valid, *rest = cache
@@ -133,6 +136,7 @@ class CrossEntropyFunction(Function):
 
     @staticmethod
     def backward(ctx, dloss):
+        """Gradient for logits; None for the constant targets."""
         probs, t, valid = ctx.saved_tensors
         return cross_entropy_backward(dloss, (probs, t, valid, *ctx.rest)), None
 
@@ -141,8 +145,7 @@ def _check_options(reduction, ignore_index, label_smoothing) -> None:
     """Raise on an unknown reduction, a non-integer ignore_index or a smoothing outside [0, 1]."""
     if reduction not in REDUCTIONS:
         raise ValueError(f"cross_entropy: reduction must be one of {REDUCTIONS}, got {reduction!r}")
-    if isinstance(ignore_index, bool) or not isinstance(ignore_index, numbers.Integral):
-        raise TypeError(f"cross_entropy: ignore_index must be an int, got {ignore_index!r}")
+    integer(ignore_index, "ignore_index", "cross_entropy")
     if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, numbers.Real) \
             or not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(
@@ -178,15 +181,10 @@ def cross_entropy(logits, targets, reduction: str = "mean", ignore_index: int = 
             outside [0, V) other than ignore_index (the message names the first bad one), an
             unknown reduction, or label_smoothing outside [0, 1].
     """
-    xa = logits.data if isinstance(logits, Tensor) else np.asarray(logits)
-    if not np.issubdtype(xa.dtype, np.floating):
-        raise TypeError(f"cross_entropy: logits must be floating, got dtype {xa.dtype}")
+    logits, xa = float_input(logits, "logits", "cross_entropy")
     if xa.ndim < 1 or xa.shape[-1] == 0:
         raise ValueError(f"cross_entropy: logits must be (N, V) with V >= 1, got shape {xa.shape}")
-    ta = targets.data if isinstance(targets, Tensor) else np.asarray(targets)
-    if ta.dtype.kind not in "iu":
-        raise TypeError(
-            f"cross_entropy: targets must be integer class indices, got dtype {ta.dtype}")
+    ta = int_input(targets, "targets", "cross_entropy")
     if ta.shape != xa.shape[:-1]:
         raise ValueError(
             f"cross_entropy: targets of shape {ta.shape} do not match logits of shape {xa.shape}; "
@@ -201,7 +199,6 @@ def cross_entropy(logits, targets, reduction: str = "mean", ignore_index: int = 
         raise ValueError(
             f"cross_entropy: target {int(first)} out of range [0, {V}) "
             f"({int(bad.sum())} target(s) out of range; ignore_index is {ignore_index})")
-    return CrossEntropyFunction.apply(logits if isinstance(logits, Tensor) else xa,
-                                      ta.astype(np.intp, copy=False), reduction=reduction,
+    return CrossEntropyFunction.apply(logits, ta.astype(np.intp, copy=False), reduction=reduction,
                                       ignore_index=int(ignore_index),
                                       label_smoothing=float(label_smoothing))

@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from minigrad import Function, Tensor
+from minigrad import Function
+
+from ._checks import int_input, matrix_input
 
 __all__ = ["embedding", "embedding_forward", "embedding_backward", "EmbeddingFunction"]
 
@@ -73,6 +75,7 @@ class EmbeddingFunction(Function):
 
     @staticmethod
     def forward(ctx, weight, idx):
+        """Forward on arrays; saves the flattened indices, keeps the weight's shape and dtype."""
         out, (flat, shape, dtype) = embedding_forward(weight, idx)
         ctx.save_for_backward(flat)
         ctx.wshape, ctx.wdtype = shape, dtype
@@ -80,6 +83,7 @@ class EmbeddingFunction(Function):
 
     @staticmethod
     def backward(ctx, dout):
+        """Gradient for weight; None for the constant idx."""
         (flat,) = ctx.saved_tensors
         return embedding_backward(dout, (flat, ctx.wshape, ctx.wdtype)), None
 
@@ -101,14 +105,8 @@ def embedding(idx, weight):
         ValueError: weight not 2-d.
         IndexError: an index outside [0, num_embeddings) (the message names an offending one).
     """
-    ia = idx.data if isinstance(idx, Tensor) else np.asarray(idx)
-    if ia.dtype.kind not in "iu":
-        raise TypeError(f"embedding: idx must be integer indices, got dtype {ia.dtype}")
-    wa = weight.data if isinstance(weight, Tensor) else np.asarray(weight)
-    if not np.issubdtype(wa.dtype, np.floating):
-        raise TypeError(f"embedding: weight must be floating, got dtype {wa.dtype}")
-    if wa.ndim != 2:
-        raise ValueError(f"embedding: weight must be (num_embeddings, embedding_dim), got {wa.shape}")
+    ia = int_input(idx, "idx", "embedding")
+    weight, wa = matrix_input(weight, "weight", "embedding", "(num_embeddings, embedding_dim)")
     V = wa.shape[0]
     if ia.size:
         lo, hi = ia.min(), ia.max()
@@ -116,5 +114,4 @@ def embedding(idx, weight):
             bad = int(lo) if lo < 0 else int(hi)
             raise IndexError(f"embedding: index {bad} out of range [0, {V}) for weight of shape "
                              f"{wa.shape}")
-    return EmbeddingFunction.apply(weight if isinstance(weight, Tensor) else wa,
-                                   ia.astype(np.intp, copy=False))
+    return EmbeddingFunction.apply(weight, ia.astype(np.intp, copy=False))

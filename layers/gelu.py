@@ -47,10 +47,11 @@ import math
 
 import numpy as np
 
-from minigrad import Function, Tensor
+from minigrad import Tensor
 
 from ._checks import float_input
 from ._erf import erfc
+from ._function import PairFunction
 
 __all__ = ["gelu_forward", "gelu_backward", "GELUFunction", "gelu_erf_forward",
            "gelu_erf_backward", "GELUErfFunction", "gelu"]
@@ -108,20 +109,10 @@ def gelu_backward(dout: np.ndarray, cache):
     return np.multiply(dout, local, out=local)  # dout * local, in place: two buffers in all
 
 
-class GELUFunction(Function):
-    """One autograd node for GELU (tanh): the NumPy pair above behind ``minigrad.Function``."""
+class GELUFunction(PairFunction):
+    """One autograd node for GELU (tanh approximation), ``apply(x)``: the pair above."""
 
-    @staticmethod
-    def forward(ctx, x):
-        """Forward on arrays; keeps ``(x, t)``."""
-        out, cache = gelu_forward(x)
-        ctx.save_for_backward(*cache)
-        return out
-
-    @staticmethod
-    def backward(ctx, dout):
-        """Gradient for x, in its shape and dtype."""
-        return gelu_backward(dout, ctx.saved_tensors)
+    pair = (gelu_forward, gelu_backward)
 
 
 def gelu_erf_forward(x: np.ndarray):
@@ -158,20 +149,10 @@ def gelu_erf_backward(dout: np.ndarray, cache):
     return dout * pdf
 
 
-class GELUErfFunction(Function):
-    """One autograd node for exact GELU: the NumPy pair above behind ``minigrad.Function``."""
+class GELUErfFunction(PairFunction):
+    """One autograd node for exact GELU, ``apply(x)``: the pair above."""
 
-    @staticmethod
-    def forward(ctx, x):
-        """Forward on arrays; keeps ``(x, Phi)``."""
-        out, cache = gelu_erf_forward(x)
-        ctx.save_for_backward(*cache)
-        return out
-
-    @staticmethod
-    def backward(ctx, dout):
-        """Gradient for x, in its shape and dtype."""
-        return gelu_erf_backward(dout, ctx.saved_tensors)
+    pair = (gelu_erf_forward, gelu_erf_backward)
 
 
 def gelu(x, approximate: str = "none") -> Tensor:

@@ -28,11 +28,12 @@ Derivation: docs/derivations.md, section LayerNorm.
 """
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
-from minigrad import Function, Tensor
+from minigrad import Tensor
+
+from ._checks import check_eps, float_input, last_dim, norm_param
+from ._function import PairFunction
 
 __all__ = ["layernorm_forward", "layernorm_backward", "LayerNormFunction", "layer_norm"]
 
@@ -80,35 +81,10 @@ def layernorm_backward(dout: np.ndarray, cache):
     return dx, dweight, dbias
 
 
-class LayerNormFunction(Function):
-    """One autograd node for LayerNorm: the NumPy pair above behind ``minigrad.Function``."""
+class LayerNormFunction(PairFunction):
+    """One autograd node for LayerNorm, ``apply(x, weight, bias, eps=...)``: the pair above."""
 
-    @staticmethod
-    def forward(ctx, x, weight, bias, eps=1e-5):
-        """Forward on arrays; keeps the cache on ``ctx``."""
-        out, cache = layernorm_forward(x, weight, bias, eps)
-        ctx.save_for_backward(*cache)
-        return out
-
-    @staticmethod
-    def backward(ctx, dout):
-        """Gradients for (x, weight, bias), in their shapes and dtype."""
-        return layernorm_backward(dout, ctx.saved_tensors)
-
-
-def _float_array(t, name: str) -> np.ndarray:
-    """The array of a Tensor or array-like, which must have a floating dtype."""
-    a = t.data if isinstance(t, Tensor) else np.asarray(t)
-    if not np.issubdtype(a.dtype, np.floating):
-        raise TypeError(f"layer_norm: {name} must have a floating dtype, got {a.dtype}")
-    return a
-
-
-def _check_eps(eps, fn: str) -> float:
-    bad = isinstance(eps, bool) or not isinstance(eps, numbers.Real)
-    if bad or not np.isfinite(eps) or eps < 0:
-        raise ValueError(f"{fn}: eps must be a finite number >= 0, got {eps!r}")
-    return float(eps)
+    pair = (layernorm_forward, layernorm_backward)
 
 
 def layer_norm(x, weight, bias, eps: float = 1e-5) -> Tensor:
@@ -131,28 +107,9 @@ def layer_norm(x, weight, bias, eps: float = 1e-5) -> Tensor:
         TypeError: a non-floating dtype, or weight/bias of a different dtype than x.
         ValueError: x with no axis, weight/bias not of shape (C,), or a bad eps.
     """
-    xa = _float_array(x, "x")
-    if xa.ndim == 0:
-        raise ValueError("layer_norm: x must have at least one axis (the normalized one)")
-    C = xa.shape[-1]
-    if weight is None:
-        weight = np.ones(C, dtype=xa.dtype)   # a constant: no gradient, as with weight=None
-    if bias is None:
-        bias = np.zeros(C, dtype=xa.dtype)
-    wa = _float_array(weight, "weight")
-    ba = _float_array(bias, "bias")
-    for name, a in (("weight", wa), ("bias", ba)):
-        if a.shape != (C,):
-            raise ValueError(
-                f"layer_norm: {name} has shape {a.shape}, expected ({C},) to match the last axis "
-                f"of x (x has shape {xa.shape})"
-            )
-        if a.dtype != xa.dtype:
-            raise TypeError(f"layer_norm: {name} is {a.dtype} but x is {xa.dtype}; use one dtype")
-    eps = _check_eps(eps, "layer_norm")
-    return LayerNormFunction.apply(
-        x if isinstance(x, Tensor) else xa,
-        weight if isinstance(weight, Tensor) else wa,
-        bias if isinstance(bias, Tensor) else ba,
-        eps=eps,
-    )
+    x, xa = float_input(x, "x", "layer_norm")
+    last_dim(xa, "layer_norm", "the normalized one")
+    weight = norm_param(weight, "weight", xa, "layer_norm", fill=1.0)
+    bias = norm_param(bias, "bias", xa, "layer_norm", fill=0.0)
+    eps = check_eps(eps, "layer_norm")
+    return LayerNormFunction.apply(x, weight, bias, eps=eps)

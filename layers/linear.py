@@ -21,9 +21,9 @@ Derivation: docs/derivations.md, section Linear.
 """
 from __future__ import annotations
 
-import numpy as np
+from minigrad import Function
 
-from minigrad import Function, Tensor
+from ._checks import float_input, matrix_input, same_dtype
 
 __all__ = ["linear", "linear_forward", "linear_backward", "LinearFunction"]
 
@@ -71,6 +71,7 @@ class LinearFunction(Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias=None):
+        """Forward on arrays; saves x and weight, notes whether there is a bias."""
         out, (x, weight, has_bias) = linear_forward(x, weight, bias)
         ctx.save_for_backward(x, weight)
         ctx.has_bias = has_bias
@@ -78,6 +79,7 @@ class LinearFunction(Function):
 
     @staticmethod
     def backward(ctx, dout):
+        """Gradients for (x, weight) or (x, weight, bias); None where not needed."""
         x, weight = ctx.saved_tensors
         needs = tuple(ctx.needs_input_grad) + (False,) * (3 - len(ctx.needs_input_grad))
         dx, dW, db = linear_backward(dout, (x, weight, ctx.has_bias), needs)
@@ -100,23 +102,15 @@ def linear(x, weight, bias=None):
         TypeError: non-floating inputs or mixed dtypes.
         ValueError: weight not 2-d, in_features mismatch, bias of the wrong shape, 0-d x.
     """
-    items = [("x", x), ("weight", weight)] + ([("bias", bias)] if bias is not None else [])
-    arrs = {}
-    for name, t in items:
-        a = t.data if isinstance(t, Tensor) else np.asarray(t)
-        if not np.issubdtype(a.dtype, np.floating):
-            raise TypeError(f"linear: {name} must be floating, got dtype {a.dtype}")
-        arrs[name] = a
-    xa, wa = arrs["x"], arrs["weight"]
-    if len({a.dtype for a in arrs.values()}) != 1:
-        raise TypeError("linear: x, weight and bias must share one dtype, got "
-                        + ", ".join(f"{n} {a.dtype}" for n, a in arrs.items()))
-    if wa.ndim != 2:
-        raise ValueError(f"linear: weight must be (out_features, in_features), got {wa.shape}")
+    x, xa = float_input(x, "x", "linear")
+    weight, wa = matrix_input(weight, "weight", "linear", "(out_features, in_features)", like=xa)
     if xa.ndim < 1 or xa.shape[-1] != wa.shape[1]:
         raise ValueError(f"linear: x of shape {xa.shape} does not end in in_features = "
                          f"{wa.shape[1]} (weight {wa.shape})")
-    if bias is not None and arrs["bias"].shape != (wa.shape[0],):
-        raise ValueError(f"linear: bias must have shape ({wa.shape[0]},), got {arrs['bias'].shape}")
-    args = [t if isinstance(t, Tensor) else arrs[n] for n, t in items]
-    return LinearFunction.apply(*args)
+    if bias is None:
+        return LinearFunction.apply(x, weight)
+    bias, ba = float_input(bias, "bias", "linear")
+    same_dtype(ba, "bias", xa, "x", "linear")
+    if ba.shape != (wa.shape[0],):
+        raise ValueError(f"linear: bias must have shape ({wa.shape[0]},), got {ba.shape}")
+    return LinearFunction.apply(x, weight, bias)

@@ -23,6 +23,7 @@ import numpy as np
 
 from minigrad import Module, Parameter, Tensor
 
+from ._checks import even_head_dim, float_dtype, positive_int
 from .functional import (apply_rope, build_rope_cache, embedding, gelu, layer_norm, linear,
                          relu2, rms_norm, scaled_dot_product_attention, swiglu)
 
@@ -31,6 +32,11 @@ __all__ = ["Identity", "LayerNorm", "RMSNorm", "Linear", "Embedding", "SwiGLU", 
 
 
 def _rng(rng) -> np.random.Generator:
+    """The init source: ``rng`` itself, or a fresh unseeded Generator for None.
+
+    Raises:
+        TypeError: for anything else (e.g. an int seed).
+    """
     if rng is None:
         return np.random.default_rng()
     if not isinstance(rng, np.random.Generator):
@@ -38,19 +44,13 @@ def _rng(rng) -> np.random.Generator:
     return rng
 
 
-def _float_dtype(dtype) -> np.dtype:
-    dt = np.dtype(dtype)
-    if not np.issubdtype(dt, np.floating):
-        raise TypeError(f"dtype must be a floating dtype, got {dt}")
-    return dt
-
-
-def _positive_int(name: str, v) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {v!r}")
-    if v <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {v}")
-    return int(v)
+def _init_norm(m: Module, d, eps, dtype) -> None:
+    """Set what LayerNorm and RMSNorm share: ``m.eps`` (a float, or None) and the gain
+    ``m.weight`` (C,) = 1 of the given floating dtype."""
+    fn = type(m).__name__
+    d = positive_int(d, "d", fn)
+    m.eps = None if eps is None else float(eps)
+    m.weight = Parameter(np.ones(d, dtype=float_dtype(dtype, fn)))
 
 
 class Identity(Module):
@@ -82,11 +82,8 @@ class LayerNorm(Module):
 
     def __init__(self, d: int, eps: float = 1e-5, rng=None, dtype=np.float32) -> None:
         super().__init__()
-        d = _positive_int("d", d)
-        dt = _float_dtype(dtype)
-        self.eps = None if eps is None else float(eps)
-        self.weight = Parameter(np.ones(d, dtype=dt))
-        self.bias = Parameter(np.zeros(d, dtype=dt))
+        _init_norm(self, d, eps, dtype)
+        self.bias = Parameter(np.zeros_like(self.weight.data))
 
     def forward(self, x: Tensor) -> Tensor:
         return layer_norm(x, self.weight, self.bias, eps=self.eps)
@@ -111,10 +108,7 @@ class RMSNorm(Module):
 
     def __init__(self, d: int, eps: float = 1e-6, rng=None, dtype=np.float32) -> None:
         super().__init__()
-        d = _positive_int("d", d)
-        dt = _float_dtype(dtype)
-        self.eps = None if eps is None else float(eps)
-        self.weight = Parameter(np.ones(d, dtype=dt))
+        _init_norm(self, d, eps, dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         return rms_norm(x, self.weight, eps=self.eps)
@@ -137,10 +131,10 @@ class Linear(Module):
     def __init__(self, in_features: int, out_features: int, bias: bool = True, rng=None,
                  dtype=np.float32) -> None:
         super().__init__()
-        self.in_features = _positive_int("in_features", in_features)
-        self.out_features = _positive_int("out_features", out_features)
+        self.in_features = positive_int(in_features, "in_features", "Linear")
+        self.out_features = positive_int(out_features, "out_features", "Linear")
         rng = _rng(rng)
-        dt = _float_dtype(dtype)
+        dt = float_dtype(dtype, "Linear")
         bound = 1.0 / math.sqrt(self.in_features)
         self.weight = Parameter(
             rng.uniform(-bound, bound, (self.out_features, self.in_features)).astype(dt))
@@ -170,10 +164,10 @@ class Embedding(Module):
     def __init__(self, num_embeddings: int, embedding_dim: int, rng=None,
                  dtype=np.float32) -> None:
         super().__init__()
-        self.num_embeddings = _positive_int("num_embeddings", num_embeddings)
-        self.embedding_dim = _positive_int("embedding_dim", embedding_dim)
+        self.num_embeddings = positive_int(num_embeddings, "num_embeddings", "Embedding")
+        self.embedding_dim = positive_int(embedding_dim, "embedding_dim", "Embedding")
         rng = _rng(rng)
-        dt = _float_dtype(dtype)
+        dt = float_dtype(dtype, "Embedding")
         self.weight = Parameter(
             rng.standard_normal((self.num_embeddings, self.embedding_dim)).astype(dt))
 
@@ -204,7 +198,7 @@ class SwiGLU(Module):
     def __init__(self, d: int, hidden_mult: float = 8.0 / 3.0, rng=None,
                  dtype=np.float32) -> None:
         super().__init__()
-        d = _positive_int("d", d)
+        d = positive_int(d, "d", "SwiGLU")
         hidden = int(d * hidden_mult)
         if hidden < 1:
             raise ValueError(f"SwiGLU hidden width int({d} * {hidden_mult}) must be >= 1")
@@ -238,7 +232,7 @@ class MLP(Module):
 
     def __init__(self, d: int, activation: str = "gelu", rng=None, dtype=np.float32) -> None:
         super().__init__()
-        d = _positive_int("d", d)
+        d = positive_int(d, "d", "MLP")
         if activation not in ("gelu", "relu2"):
             raise ValueError(f"MLP activation must be 'gelu' or 'relu2', got {activation!r}")
         rng = _rng(rng)
@@ -281,17 +275,17 @@ class CausalSelfAttention(Module):
     def __init__(self, d_model: int, n_heads: int, rope: bool = False, block_size: int = 1024,
                  rng=None, dtype=np.float32) -> None:
         super().__init__()
-        d_model = _positive_int("d_model", d_model)
-        n_heads = _positive_int("n_heads", n_heads)
+        d_model = positive_int(d_model, "d_model", "CausalSelfAttention")
+        n_heads = positive_int(n_heads, "n_heads", "CausalSelfAttention")
         if d_model % n_heads:
             raise ValueError(f"n_heads={n_heads} does not divide d_model={d_model}")
         self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
         self.rope = bool(rope)
-        self.block_size = _positive_int("block_size", block_size)
-        if self.rope and self.head_dim % 2:
-            raise ValueError(f"RoPE needs an even head_dim, got {self.head_dim}")
+        self.block_size = positive_int(block_size, "block_size", "CausalSelfAttention")
+        if self.rope:
+            even_head_dim(self.head_dim, "CausalSelfAttention")
         rng = _rng(rng)
-        dt = _float_dtype(dtype)
+        dt = float_dtype(dtype, "CausalSelfAttention")
         self.c_attn = Linear(d_model, 3 * d_model, rng=rng, dtype=dt)
         self.c_proj = Linear(d_model, d_model, rng=rng, dtype=dt)
         if self.rope:

@@ -27,12 +27,14 @@ Derivation: docs/derivations.md, section RMSNorm.
 """
 from __future__ import annotations
 
-import numbers
 from typing import Optional
 
 import numpy as np
 
-from minigrad import Function, Tensor
+from minigrad import Tensor
+
+from ._checks import check_eps, float_input, last_dim, norm_param
+from ._function import PairFunction
 
 __all__ = ["rmsnorm_forward", "rmsnorm_backward", "RMSNormFunction", "rms_norm"]
 
@@ -74,20 +76,10 @@ def rmsnorm_backward(dout: np.ndarray, cache):
     return dx, dweight
 
 
-class RMSNormFunction(Function):
-    """One autograd node for RMSNorm: the NumPy pair above behind ``minigrad.Function``."""
+class RMSNormFunction(PairFunction):
+    """One autograd node for RMSNorm, ``apply(x, weight, eps=...)``: the pair above."""
 
-    @staticmethod
-    def forward(ctx, x, weight, eps=1e-6):
-        """Forward on arrays; keeps the cache on ``ctx``."""
-        out, cache = rmsnorm_forward(x, weight, eps)
-        ctx.save_for_backward(*cache)
-        return out
-
-    @staticmethod
-    def backward(ctx, dout):
-        """Gradients for (x, weight), in their shapes and dtype."""
-        return rmsnorm_backward(dout, ctx.saved_tensors)
+    pair = (rmsnorm_forward, rmsnorm_backward)
 
 
 def rms_norm(x, weight, eps: Optional[float] = 1e-6) -> Tensor:
@@ -110,30 +102,8 @@ def rms_norm(x, weight, eps: Optional[float] = 1e-6) -> Tensor:
         TypeError: a non-floating dtype, or weight of a different dtype than x.
         ValueError: x with no axis, weight not of shape (C,), or a bad eps.
     """
-    xa = x.data if isinstance(x, Tensor) else np.asarray(x)
-    if weight is None and xa.ndim and xa.dtype.kind == "f":
-        weight = np.ones(xa.shape[-1], dtype=xa.dtype)  # a constant: no gradient
-    wa = weight.data if isinstance(weight, Tensor) else np.asarray(weight)
-    for name, a in (("x", xa), ("weight", wa)):
-        if not np.issubdtype(a.dtype, np.floating):
-            raise TypeError(f"rms_norm: {name} must have a floating dtype, got {a.dtype}")
-    if xa.ndim == 0:
-        raise ValueError("rms_norm: x must have at least one axis (the normalized one)")
-    C = xa.shape[-1]
-    if wa.shape != (C,):
-        raise ValueError(
-            f"rms_norm: weight has shape {wa.shape}, expected ({C},) to match the last axis of x "
-            f"(x has shape {xa.shape})"
-        )
-    if wa.dtype != xa.dtype:
-        raise TypeError(f"rms_norm: weight is {wa.dtype} but x is {xa.dtype}; use one dtype")
-    if eps is None:
-        eps = float(np.finfo(xa.dtype).eps)
-    bad = isinstance(eps, bool) or not isinstance(eps, numbers.Real)
-    if bad or not np.isfinite(eps) or eps < 0:
-        raise ValueError(f"rms_norm: eps must be a finite number >= 0, got {eps!r}")
-    return RMSNormFunction.apply(
-        x if isinstance(x, Tensor) else xa,
-        weight if isinstance(weight, Tensor) else wa,
-        eps=float(eps),
-    )
+    x, xa = float_input(x, "x", "rms_norm")
+    last_dim(xa, "rms_norm", "the normalized one")
+    weight = norm_param(weight, "weight", xa, "rms_norm", fill=1.0)
+    eps = check_eps(np.finfo(xa.dtype).eps if eps is None else eps, "rms_norm")
+    return RMSNormFunction.apply(x, weight, eps=eps)

@@ -27,56 +27,14 @@ Derivation: docs/derivations.md, section RoPE.
 """
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
-from minigrad import Function, Tensor
+from minigrad import Function
+
+from ._checks import even_head_dim, float_dtype, integer, positive_int, rope_table, sequence_input
 
 __all__ = ["build_rope_cache", "apply_rope", "rope_forward", "rope_backward", "rotate_half",
            "RoPEFunction"]
-
-
-def build_rope_cache(seq_len, head_dim, base=10000, dtype=np.float32):
-    """The cos/sin tables of RoPE for positions ``0 .. seq_len-1`` (the chapter's step 8).
-
-    Angle of pair i at position pos: ``pos * base^(-2i/head_dim)`` (RoFormer eq. 15), computed in
-    float64 and cast to ``dtype`` at the end, so positions past 1,000 keep their accuracy.
-
-    Args:
-        seq_len (int): number of positions T, >= 1.
-        head_dim (int): hs, even and >= 2.
-        base (float): the frequency base, > 0 (10000 in RoFormer).
-        dtype: floating dtype of the result (float32 default).
-
-    Returns:
-        (cos, sin): two np.ndarrays of shape (1, 1, seq_len, head_dim); column 2i and 2i+1 hold the
-        same angle (each angle repeated for its interleaved pair).
-
-    Raises:
-        ValueError: if head_dim is odd or < 2, seq_len < 1, or base <= 0.
-        TypeError: if seq_len/head_dim are not integers or dtype is not floating.
-    """
-    for name, v in (("seq_len", seq_len), ("head_dim", head_dim)):
-        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-            raise TypeError(f"build_rope_cache: {name} must be an int, got {type(v).__name__}")
-    if seq_len < 1:
-        raise ValueError(f"build_rope_cache: seq_len must be >= 1, got {seq_len}")
-    if head_dim < 2 or head_dim % 2 != 0:
-        raise ValueError(
-            f"build_rope_cache: head_dim must be even and >= 2 (RoPE rotates pairs), got {head_dim}")
-    if not base > 0:
-        raise ValueError(f"build_rope_cache: base must be > 0, got {base}")
-    dtype = np.dtype(dtype)
-    if not np.issubdtype(dtype, np.floating):
-        raise TypeError(f"build_rope_cache: dtype must be floating, got {dtype}")
-    half = head_dim // 2
-    inv_freq = float(base) ** (-2.0 * np.arange(half, dtype=np.float64) / head_dim)  # (hs/2,)
-    pos = np.arange(seq_len, dtype=np.float64)                                      # (T,)
-    angles = np.outer(pos, inv_freq)                                                 # (T, hs/2)
-    cos = np.repeat(np.cos(angles), 2, axis=-1).astype(dtype)                        # (T, hs)
-    sin = np.repeat(np.sin(angles), 2, axis=-1).astype(dtype)                        # (T, hs)
-    return cos[None, None], sin[None, None]                                          # (1, 1, T, hs)
 
 
 def rotate_half(x):
@@ -132,36 +90,50 @@ class RoPEFunction(Function):
 
     @staticmethod
     def forward(ctx, x, cos, sin):
+        """Forward on arrays; saves the cos/sin tables (no copies)."""
         out, cache = rope_forward(x, cos, sin)
         ctx.save_for_backward(*cache)
         return out
 
     @staticmethod
     def backward(ctx, dout):
+        """Gradient for x; None for the constant cos and sin."""
         return rope_backward(dout, ctx.saved_tensors), None, None
 
 
-def _table(t, name, like):
-    if isinstance(t, Tensor):
-        if t.requires_grad:
-            raise ValueError(
-                f"apply_rope: {name} requires grad, but the RoPE table is a constant here; "
-                f"pass {name}.detach() or a NumPy array")
-        t = t.data
-    t = np.asarray(t)
-    if not np.issubdtype(t.dtype, np.floating):
-        raise TypeError(f"apply_rope: {name} must be floating, got dtype {t.dtype}")
-    if t.ndim > like.ndim:
-        raise ValueError(f"apply_rope: {name} has {t.ndim} dims, more than x's {like.ndim}")
-    try:
-        b = np.broadcast_shapes(t.shape, like.shape)
-    except ValueError:
-        b = None
-    if b != like.shape:
-        raise ValueError(
-            f"apply_rope: {name} of shape {t.shape} does not broadcast to x's shape {like.shape}; "
-            f"slice the cache to the sequence length first, e.g. {name}[:, :, :T]")
-    return t.astype(like.dtype, copy=False)
+def build_rope_cache(seq_len, head_dim, base=10000, dtype=np.float32):
+    """The cos/sin tables of RoPE for positions ``0 .. seq_len-1`` (the chapter's step 8).
+
+    Angle of pair i at position pos: ``pos * base^(-2i/head_dim)`` (RoFormer eq. 15), computed in
+    float64 and cast to ``dtype`` at the end, so positions past 1,000 keep their accuracy.
+
+    Args:
+        seq_len (int): number of positions T, >= 1.
+        head_dim (int): hs, even and >= 2.
+        base (float): the frequency base, > 0 (10000 in RoFormer).
+        dtype: floating dtype of the result (float32 default).
+
+    Returns:
+        (cos, sin): two np.ndarrays of shape (1, 1, seq_len, head_dim); column 2i and 2i+1 hold the
+        same angle (each angle repeated for its interleaved pair).
+
+    Raises:
+        ValueError: if head_dim is odd or < 2, seq_len < 1, or base <= 0.
+        TypeError: if seq_len/head_dim are not integers or dtype is not floating.
+    """
+    seq_len = positive_int(seq_len, "seq_len", "build_rope_cache")
+    head_dim = integer(head_dim, "head_dim", "build_rope_cache")
+    even_head_dim(head_dim, "build_rope_cache")
+    if not base > 0:
+        raise ValueError(f"build_rope_cache: base must be > 0, got {base}")
+    dtype = float_dtype(dtype, "build_rope_cache")
+    half = head_dim // 2
+    inv_freq = float(base) ** (-2.0 * np.arange(half, dtype=np.float64) / head_dim)  # (hs/2,)
+    pos = np.arange(seq_len, dtype=np.float64)                                      # (T,)
+    angles = np.outer(pos, inv_freq)                                                 # (T, hs/2)
+    cos = np.repeat(np.cos(angles), 2, axis=-1).astype(dtype)                        # (T, hs)
+    sin = np.repeat(np.sin(angles), 2, axis=-1).astype(dtype)                        # (T, hs)
+    return cos[None, None], sin[None, None]                                          # (1, 1, T, hs)
 
 
 def apply_rope(x, cos, sin):
@@ -180,15 +152,11 @@ def apply_rope(x, cos, sin):
 
     Raises:
         TypeError: non-floating x, cos or sin.
-        ValueError: odd hs, x with fewer than 2 dims, or cos/sin not broadcastable to x.
+        ValueError: hs odd or 0, x with fewer than 2 dims, cos/sin not broadcastable to x, or
+            cos/sin Tensors that require grad.
     """
-    xa = x.data if isinstance(x, Tensor) else np.asarray(x)
-    if not np.issubdtype(xa.dtype, np.floating):
-        raise TypeError(f"apply_rope: x must be floating, got dtype {xa.dtype}")
-    if xa.ndim < 2:
-        raise ValueError(f"apply_rope: x must be (..., T, hs), got shape {xa.shape}")
-    if xa.shape[-1] % 2 != 0:
-        raise ValueError(f"apply_rope: head size hs = {xa.shape[-1]} must be even (pairs are rotated)")
-    cos = _table(cos, "cos", xa)
-    sin = _table(sin, "sin", xa)
-    return RoPEFunction.apply(x if isinstance(x, Tensor) else xa, cos, sin)
+    x, xa = sequence_input(x, "x", "apply_rope")
+    even_head_dim(xa.shape[-1], "apply_rope")
+    cos = rope_table(cos, "cos", xa)
+    sin = rope_table(sin, "sin", xa)
+    return RoPEFunction.apply(x, cos, sin)

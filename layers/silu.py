@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from minigrad import Function, Tensor
+from minigrad import Tensor
 
 from ._checks import float_input
+from ._function import PairFunction
 
 __all__ = ["sigmoid_stable", "silu_forward", "silu_backward", "dsilu", "SiLUFunction", "silu"]
 
@@ -75,20 +76,10 @@ def silu_backward(dout: np.ndarray, cache):
     return dx
 
 
-class SiLUFunction(Function):
-    """One autograd node for SiLU: the NumPy pair above behind ``minigrad.Function``."""
+class SiLUFunction(PairFunction):
+    """One autograd node for SiLU, ``apply(x)``: the pair above."""
 
-    @staticmethod
-    def forward(ctx, x):
-        """Forward on arrays; keeps ``(x, s)``."""
-        out, cache = silu_forward(x)
-        ctx.save_for_backward(*cache)
-        return out
-
-    @staticmethod
-    def backward(ctx, dout):
-        """Gradient for x, in its shape and dtype."""
-        return silu_backward(dout, ctx.saved_tensors)
+    pair = (silu_forward, silu_backward)
 
 
 def silu(x) -> Tensor:

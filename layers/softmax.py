@@ -22,11 +22,11 @@ Derivation: docs/derivations.md, section Softmax.
 """
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
-from minigrad import Function, Tensor
+from minigrad import Function
+
+from ._checks import float_input, integer
 
 __all__ = ["softmax", "softmax_forward", "softmax_backward", "SoftmaxFunction"]
 
@@ -72,6 +72,7 @@ class SoftmaxFunction(Function):
 
     @staticmethod
     def forward(ctx, x, axis=-1):
+        """Forward on arrays; saves y and keeps the axis on ``ctx``."""
         y, (ycache, ax) = softmax_forward(x, axis)
         ctx.save_for_backward(ycache)
         ctx.axis = ax
@@ -79,6 +80,7 @@ class SoftmaxFunction(Function):
 
     @staticmethod
     def backward(ctx, dy):
+        """Gradient for x, in y's shape and dtype."""
         (y,) = ctx.saved_tensors
         return softmax_backward(dy, (y, ctx.axis))
 
@@ -103,15 +105,12 @@ def softmax(x, axis=-1, *, dim=None):
         if axis != -1:
             raise TypeError("softmax: got both axis= and dim= (the same argument); use one")
         axis = dim
-    xa = x.data if isinstance(x, Tensor) else np.asarray(x)
-    if not np.issubdtype(xa.dtype, np.floating):
-        raise TypeError(f"softmax: x must be floating, got dtype {xa.dtype}")
-    if isinstance(axis, bool) or not isinstance(axis, numbers.Integral):
-        raise TypeError(f"softmax: axis must be an int, got {type(axis).__name__}")
+    x, xa = float_input(x, "x", "softmax")
+    axis = integer(axis, "axis", "softmax")
     if xa.ndim == 0:
         raise ValueError("softmax: x must have at least one dimension")
     if not -xa.ndim <= axis < xa.ndim:
         raise ValueError(f"softmax: axis {axis} out of range for x of shape {xa.shape}")
     if xa.shape[axis] == 0:
         raise ValueError(f"softmax: axis {axis} of x (shape {xa.shape}) is empty")
-    return SoftmaxFunction.apply(x if isinstance(x, Tensor) else xa, axis=int(axis))
+    return SoftmaxFunction.apply(x, axis=axis)

@@ -37,8 +37,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from minigrad import Function, Tensor
+from minigrad import Tensor
 
+from ._checks import float_input, last_dim, matrix_input
+from ._function import PairFunction
 from .silu import dsilu, sigmoid_stable
 
 __all__ = ["swiglu_forward", "swiglu_backward", "SwiGLUFunction", "swiglu"]
@@ -92,20 +94,10 @@ def swiglu_backward(dout: np.ndarray, cache):
     return dx.reshape(*lead, x2.shape[1]), dw_gate, dw_up, dw_down
 
 
-class SwiGLUFunction(Function):
-    """One autograd node for the SwiGLU block: the NumPy pair above behind ``minigrad.Function``."""
+class SwiGLUFunction(PairFunction):
+    """One autograd node for SwiGLU, ``apply(x, w_gate, w_up, w_down)``: the pair above."""
 
-    @staticmethod
-    def forward(ctx, x, w_gate, w_up, w_down):
-        """Forward on arrays; keeps the cache on ``ctx``."""
-        out, cache = swiglu_forward(x, w_gate, w_up, w_down)
-        ctx.save_for_backward(*cache)
-        return out
-
-    @staticmethod
-    def backward(ctx, dout):
-        """Gradients for (x, w_gate, w_up, w_down), in their shapes and dtype."""
-        return swiglu_backward(dout, ctx.saved_tensors)
+    pair = (swiglu_forward, swiglu_backward)
 
 
 def swiglu(x, w_gate, w_up, w_down) -> Tensor:
@@ -126,22 +118,11 @@ def swiglu(x, w_gate, w_up, w_down) -> Tensor:
         ValueError: x with no axis, weights that are not 2-D, or shapes that do not chain
             (w_gate (H, C) with C = x.shape[-1], w_up of w_gate's shape, w_down (O, H)).
     """
-    arrays = {}
-    for name, t in (("x", x), ("w_gate", w_gate), ("w_up", w_up), ("w_down", w_down)):
-        a = t.data if isinstance(t, Tensor) else np.asarray(t)
-        if not np.issubdtype(a.dtype, np.floating):
-            raise TypeError(f"swiglu: {name} must have a floating dtype, got {a.dtype}")
-        arrays[name] = a
-    xa, wg, wu, wd = arrays["x"], arrays["w_gate"], arrays["w_up"], arrays["w_down"]
-    if xa.ndim == 0:
-        raise ValueError("swiglu: x must have at least one axis (the feature axis)")
-    for name in ("w_gate", "w_up", "w_down"):
-        w = arrays[name]
-        if w.ndim != 2:
-            raise ValueError(f"swiglu: {name} must be 2-D (out, in), got shape {w.shape}")
-        if w.dtype != xa.dtype:
-            raise TypeError(f"swiglu: {name} is {w.dtype} but x is {xa.dtype}; use one dtype")
-    C = xa.shape[-1]
+    x, xa = float_input(x, "x", "swiglu")
+    C = last_dim(xa, "swiglu", "the feature axis")
+    w_gate, wg = matrix_input(w_gate, "w_gate", "swiglu", "(out, in)", like=xa)
+    w_up, wu = matrix_input(w_up, "w_up", "swiglu", "(out, in)", like=xa)
+    w_down, wd = matrix_input(w_down, "w_down", "swiglu", "(out, in)", like=xa)
     if wg.shape[1] != C:
         raise ValueError(
             f"swiglu: w_gate has shape {wg.shape}, expected (H, {C}) for x of shape {xa.shape}"
@@ -151,6 +132,4 @@ def swiglu(x, w_gate, w_up, w_down) -> Tensor:
     if wd.shape[1] != wg.shape[0]:
         H = wg.shape[0]
         raise ValueError(f"swiglu: w_down has shape {wd.shape}, expected (O, {H}) (H = {H})")
-    args = [t if isinstance(t, Tensor) else arrays[n]
-            for n, t in (("x", x), ("w_gate", w_gate), ("w_up", w_up), ("w_down", w_down))]
-    return SwiGLUFunction.apply(*args)
+    return SwiGLUFunction.apply(x, w_gate, w_up, w_down)

@@ -5,6 +5,11 @@ OpenBLAS and torch read these variables when they are first imported, which is a
 is loaded. On a 2-core machine shared with other processes the thread-per-core default made the
 suite several times slower (the idle BLAS threads spin while they wait; docs/performance.md,
 "BLAS threads"), and the results do not depend on the thread count.
+
+Shared references: test files import ``composite_core`` and ``composite_norms`` as top-level
+modules. This folder has no ``__init__.py``, so pytest's default import mode (``prepend``) puts
+it on ``sys.path`` before it imports this file or any test: the imports work the same with
+``pip install -e .`` and with ``PYTHONPATH=$PWD``, from any working directory.
 """
 import os
 

@@ -12,10 +12,7 @@ from layers.gelu import GELUFunction, gelu, gelu_backward, gelu_forward
 from layers.relu2 import relu2, relu2_backward, relu2_forward
 from layers.silu import silu, silu_backward, silu_forward
 
-try:
-    from tests.composite_norms import gelu_ref, grads_of, relu2_ref, silu_ref
-except ImportError:  # pytest's rootdir-less import mode puts tests/ itself on sys.path
-    from composite_norms import gelu_ref, grads_of, relu2_ref, silu_ref
+from composite_norms import gelu_ref, grads_of, relu2_ref, silu_ref
 
 LAYERS = {"gelu": functools.partial(gelu, approximate="tanh"), "relu2": relu2, "silu": silu}
 REFS = {"gelu": gelu_ref, "relu2": relu2_ref, "silu": silu_ref}

@@ -6,7 +6,7 @@ import pytest
 import minigrad
 from minigrad import Tensor
 from layers.attention import scaled_dot_product_attention as sdpa
-from tests.composite_core import attention_composite
+from composite_core import attention_composite
 
 RNG = np.random.default_rng(2024)
 

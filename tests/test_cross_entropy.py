@@ -8,7 +8,7 @@ import pytest
 import minigrad
 from minigrad import Function, Tensor
 from layers.cross_entropy import cross_entropy, cross_entropy_forward
-from tests.composite_core import cross_entropy_composite
+from composite_core import cross_entropy_composite
 
 RNG = np.random.default_rng(7)
 

@@ -6,10 +6,7 @@ import minigrad
 from minigrad import Function, Tensor, gradcheck
 from layers.layernorm import LayerNormFunction, layer_norm, layernorm_backward, layernorm_forward
 
-try:
-    from tests.composite_norms import grads_of, layer_norm_ref
-except ImportError:  # pytest's rootdir-less import mode puts tests/ itself on sys.path
-    from composite_norms import grads_of, layer_norm_ref
+from composite_norms import grads_of, layer_norm_ref
 
 
 def _params(rng, C, dtype=np.float64):

@@ -8,7 +8,7 @@ import minigrad
 from minigrad import Tensor
 from layers.embedding import embedding
 from layers.linear import linear
-from tests.composite_core import embedding_composite, linear_composite
+from composite_core import embedding_composite, linear_composite
 
 RNG = np.random.default_rng(31)
 

@@ -6,10 +6,7 @@ import minigrad
 from minigrad import Function, Tensor, gradcheck
 from layers.rmsnorm import RMSNormFunction, rms_norm, rmsnorm_backward, rmsnorm_forward
 
-try:
-    from tests.composite_norms import grads_of, rms_norm_ref
-except ImportError:  # pytest's rootdir-less import mode puts tests/ itself on sys.path
-    from composite_norms import grads_of, rms_norm_ref
+from composite_norms import grads_of, rms_norm_ref
 
 
 def _weight(rng, C, dtype=np.float64):

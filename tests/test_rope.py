@@ -6,7 +6,7 @@ import pytest
 import minigrad
 from minigrad import Function, Tensor
 from layers.rope import apply_rope, build_rope_cache, rope_backward, rope_forward
-from tests.composite_core import rope_composite
+from composite_core import rope_composite
 
 RNG = np.random.default_rng(1234)
 

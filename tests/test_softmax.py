@@ -6,7 +6,7 @@ import pytest
 import minigrad
 from minigrad import Function, Tensor
 from layers.softmax import softmax, softmax_forward
-from tests.composite_core import softmax_composite
+from composite_core import softmax_composite
 
 RNG = np.random.default_rng(99)
 

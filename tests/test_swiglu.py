@@ -6,10 +6,7 @@ import minigrad
 from minigrad import Function, Tensor, gradcheck
 from layers.swiglu import SwiGLUFunction, swiglu, swiglu_backward, swiglu_forward
 
-try:
-    from tests.composite_norms import grads_of, swiglu_ref
-except ImportError:  # pytest's rootdir-less import mode puts tests/ itself on sys.path
-    from composite_norms import grads_of, swiglu_ref
+from composite_norms import grads_of, swiglu_ref
 
 TOL = dict(eps=1e-6, atol=1e-8, rtol=1e-5)
 
