@@ -45,7 +45,7 @@ What ``run_study`` does, in order:
    of the final train and val losses; per variant the paired difference from the baseline with
    a 95 % Student-t interval (``experiments._stats``).
 5. Writes ``run_log.txt``, ``results.json``, ``curves.csv`` and (with matplotlib)
-   ``loss_curves.png``, ``deltas.png`` and ``grad_norms.png`` as one atomic group (``gpt.atomic.AtomicGroup``),
+   ``loss_curves.png``, ``deltas.png`` and ``grad_norms.png`` as one atomic group (``experiments._atomic.AtomicGroup``),
    plus ``Study.extra_outputs(report) -> {file name: text}`` and the checkpoints; files of the
    study's own names left by an earlier run and not rewritten are removed in the same group
    (``Plan.owned_files``); ``results.json`` and every checkpoint carry the run's ``run_id``.
@@ -72,7 +72,7 @@ building blocks of a closing block are there too (``differences_block``, ``param
 
 Exit status: 0 every job trained; 1 a job diverged (everything still written); 2 bad input or
 the outputs cannot be written (one line on stderr, nothing written), or stdout cannot be
-written (``gpt.cli.run_main``); 130 interrupted (one line, nothing written).
+written (``experiments._cli.run_main``); 130 interrupted (one line, nothing written).
 
 Progress (stderr): redrawn in place on a terminal; otherwise a line every
 ``--progress-interval`` seconds with step, loss, steps/s and ETA (``_Progress``). ``--steps``
@@ -98,7 +98,6 @@ import numpy as np
 
 import gpt.train
 from gpt import GPT, GPTConfig
-from gpt.atomic import AtomicGroup, check_replaceable
 from gpt.checkpoint import save_checkpoint
 from gpt.config import MLPS, NORMS, POSITIONS
 from gpt.data import CharTokenizer, check_split_length, load_corpus, train_val_split
@@ -106,6 +105,7 @@ from gpt.train import TrainingDiverged, estimate_loss, evaluate
 
 from experiments import _plots, _report
 from experiments._threads import add_threads_option
+from experiments._atomic import AtomicGroup, check_replaceable
 from experiments._cli import (ArgumentParser, Printer, UsageError, check_output_dir, fail,
                               remove_empty_dirs,
                               int_arg, interrupted, mark_outputs_written, new_run_id,

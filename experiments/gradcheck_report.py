@@ -36,9 +36,9 @@ from minigrad import Tensor, gradcheck_report
 from layers import functional as F
 from layers.rope import build_rope_cache
 
+from experiments._atomic import atomic_write_text
 from experiments._cli import run_main
-from experiments._cli import (ArgumentParser, Printer, UsageError, atomic_write_text, fail,
-                              nonnegative_int)
+from experiments._cli import (ArgumentParser, Printer, UsageError, fail, nonnegative_int)
 
 PROG = "python -m experiments.gradcheck_report"
 EXIT_OK, EXIT_FAIL = 0, 1

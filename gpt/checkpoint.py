@@ -20,15 +20,15 @@ in the same directory, then ``os.replace``).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import tempfile
 import zipfile
 from pathlib import Path
 from typing import Union
 
 import numpy as np
-
-from .atomic import atomic_writer
 
 __all__ = ["META_KEY", "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION", "save_checkpoint",
            "load_checkpoint", "load_tokenizer"]
@@ -47,7 +47,7 @@ def save_checkpoint(model, path: PathLike, tokenizer=None, run_id=None) -> Path:
         model: a ``gpt.GPT`` (``state_dict()`` name -> ndarray, ``config.to_dict()``).
         path: destination file; written as given (no ``.npz`` is appended).
         tokenizer: the ``gpt.data.CharTokenizer`` the model was trained with; its characters
-            are stored (``vocab``) so that ``gpt.generate`` can turn text into ids and back.
+            are stored (``vocab``) so that ``experiments.generate`` can turn text into ids and back.
             None stores no vocabulary.
         run_id: a string naming the run that made the model (stored as ``"run_id"``), or None.
 
@@ -82,9 +82,29 @@ def save_checkpoint(model, path: PathLike, tokenizer=None, run_id=None) -> Path:
         meta["run_id"] = run_id
     arrays = {name: np.asarray(a) for name, a in state.items()}
     arrays[META_KEY] = np.array(json.dumps(meta, sort_keys=True))  # 0-d '<U..' array, no pickle
-    with atomic_writer(dest, "wb") as f:
-        np.savez(f, **arrays)
+    _atomic_save(dest, arrays)
     return dest
+
+
+def _atomic_save(dest: Path, arrays) -> None:
+    """``np.savez`` to a temporary file beside ``dest``, then ``os.replace`` it over ``dest``:
+    a reader never sees half a checkpoint, and a failed write leaves none behind."""
+    if os.path.exists(dest) and not os.path.isfile(dest):  # a directory, device or FIFO
+        raise OSError(f"cannot write checkpoint {dest}: it exists and is not a regular file")
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the usual permissions
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, dest)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def load_tokenizer(path: PathLike):

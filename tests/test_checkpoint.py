@@ -118,8 +118,8 @@ def test_load_checkpoint_of_a_directory_says_so(tmp_path):
 
 def test_atomic_group_is_all_or_none(tmp_path, monkeypatch):
     """A failure while moving the third file into place puts the first two back."""
-    import gpt.atomic as atomic
-    from gpt.atomic import AtomicGroup
+    import experiments._atomic as atomic
+    from experiments._atomic import AtomicGroup
 
     (tmp_path / "a.txt").write_text("old a")
     (tmp_path / "c.txt").write_text("old c")

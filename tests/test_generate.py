@@ -1,11 +1,11 @@
-"""Tests of gpt.sample.generate, checkpoints carrying the vocabulary, and `python -m gpt.generate`."""
+"""Tests of gpt.sample.generate, checkpoints carrying the vocabulary, and `python -m experiments.generate`."""
 import numpy as np
 import pytest
 
 from gpt import GPT, GPTConfig, load_checkpoint, save_checkpoint
 from gpt.checkpoint import load_tokenizer
 from gpt.data import CharTokenizer
-from gpt import generate as generate_cli
+from experiments import generate as generate_cli
 from gpt.sample import generate
 
 TEXT = "abcdefghijk"          # 11 characters, ids 0..10
@@ -184,7 +184,7 @@ def test_module_entry_point_one_line_no_traceback(ckpt):
     import sys
     from pathlib import Path
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-    proc = subprocess.run([sys.executable, "-m", "gpt.generate", "--checkpoint", str(ckpt),
+    proc = subprocess.run([sys.executable, "-m", "experiments.generate", "--checkpoint", str(ckpt),
                            "--prompt", "aé"], env=env, capture_output=True, text=True,
                           encoding="utf-8", timeout=120)
     assert proc.returncode == 2 and proc.stdout == ""

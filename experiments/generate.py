@@ -1,4 +1,4 @@
-"""Generate text from a checkpoint: ``python -m gpt.generate --checkpoint PATH --prompt TEXT``.
+"""Generate text from a checkpoint: ``python -m experiments.generate --checkpoint P --prompt T``.
 
 Loads a ``gpt.save_checkpoint`` file (parameters, config and character vocabulary), encodes the
 prompt with the stored vocabulary, extends it with ``gpt.sample.generate`` (nanoGPT's sampling:
@@ -8,7 +8,7 @@ prompt followed by the new characters on stdout.
 Usage::
 
     python -m experiments.four_variants --tiny --save-checkpoints
-    python -m gpt.generate --checkpoint outputs/four_variants/rms_swiglu.npz \\
+    python -m experiments.generate --checkpoint outputs/four_variants/rms_swiglu.npz \\
         --prompt "It is a truth" --max-new-tokens 200 --temperature 0.8 --top-k 10 --seed 1
 
 Exit status: 0 text printed; 2 bad input (a missing or invalid checkpoint, one without a
@@ -19,51 +19,32 @@ A closed pipe (``| head -c 20``) is quiet.
 from __future__ import annotations
 
 import argparse
-import math
 from typing import NoReturn, Optional, Sequence
 
 import numpy as np
 
-from .checkpoint import load_checkpoint, load_tokenizer
-from .cli import ArgumentParser, Printer, fail, int_arg, run_main
-from .sample import generate
+from gpt.checkpoint import load_checkpoint, load_tokenizer
+from gpt.sample import generate
 
-PROG = "python -m gpt.generate"
+from experiments._cli import (ArgumentParser, Printer, fail, nonnegative_float, nonnegative_int,
+                              positive_int, run_main)
 
-
-def _fail(message: str) -> NoReturn:
-    fail(PROG, message)
-
-
-def _int_at_least(lo: int):
-    def parse(text: str) -> int:
-        v = int_arg(text)
-        if v < lo:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {lo}, got {text!r}")
-        return v
-    return parse
-
+PROG = "python -m experiments.generate"
 
 #: Upper bound of --max-new-tokens: the text is printed when it is complete, so a mistyped count
 #: would otherwise run for hours with nothing to show.
 MAX_NEW_TOKENS = 1_000_000
 
 
+def _fail(message: str) -> NoReturn:
+    fail(PROG, message)
+
+
 def _max_new_tokens(text: str) -> int:
-    v = _int_at_least(0)(text)
+    v = nonnegative_int(text)
     if v > MAX_NEW_TOKENS:
         raise argparse.ArgumentTypeError(
             f"{text} is more than the maximum of {MAX_NEW_TOKENS:,} characters")
-    return v
-
-
-def _temperature(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(v) or v < 0:
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
     return v
 
 
@@ -79,11 +60,11 @@ def build_parser() -> ArgumentParser:
                    help="the text to continue (every character must be in the vocabulary)")
     p.add_argument("--max-new-tokens", type=_max_new_tokens, default=200, metavar="N",
                    help=f"characters to generate, at most {MAX_NEW_TOKENS:,} (default 200)")
-    p.add_argument("--temperature", type=_temperature, default=1.0, metavar="T",
+    p.add_argument("--temperature", type=nonnegative_float, default=1.0, metavar="T",
                    help="softmax temperature, >= 0; 0 is greedy (default 1.0)")
-    p.add_argument("--top-k", type=_int_at_least(1), default=None, metavar="K",
+    p.add_argument("--top-k", type=positive_int, default=None, metavar="K",
                    help="sample only among the K most likely characters (default: all)")
-    p.add_argument("--seed", type=_int_at_least(0), default=0, metavar="S",
+    p.add_argument("--seed", type=nonnegative_int, default=0, metavar="S",
                    help="seed of the sampling generator (default 0)")
     return p
 
