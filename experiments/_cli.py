@@ -90,7 +90,8 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def int_arg(text: str) -> int:
-    """Parse an integer written in decimal (``"12"``, ``"-3"``); reject ``"1.5"``, ``"1e3"``, ``""``.
+    """Parse an integer written in decimal (``"12"``, ``"-3"``); reject ``"1.5"``, ``"1e3"``,
+    ``""``.
 
     Raises:
         argparse.ArgumentTypeError: the text is not an integer.

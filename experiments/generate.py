@@ -51,8 +51,8 @@ def _max_new_tokens(text: str) -> int:
 def build_parser() -> ArgumentParser:
     """The command's argument parser (one-line errors, exit status 2)."""
     p = ArgumentParser(prog=PROG, description="Generate text from a minigrad-gpt checkpoint.",
-                       epilog="Exit status: 0 done; 2 bad input or stdout not writable (one line on "
-                              "stderr); 130 interrupted.")
+                       epilog="Exit status: 0 done; 2 bad input or stdout not writable (one "
+                              "line on stderr); 130 interrupted.")
     p.add_argument("--checkpoint", required=True, metavar="PATH",
                    help="a .npz written by gpt.save_checkpoint (e.g. four_variants "
                         "--save-checkpoints)")

@@ -92,12 +92,13 @@ def test_bad_files(tmp_path):
 
     missing = tmp_path / "missing_param.npz"
     _write_npz(missing, **{k: v for k, v in arrays.items() if k != "ln_f.weight"})
-    with pytest.raises(ValueError, match="missing \\['ln_f.weight'\\]"):
+    with pytest.raises(ValueError, match='Missing key\\(s\\) in state_dict: "ln_f.weight"'):
         load_checkpoint(missing)
 
     wrong = tmp_path / "wrong_shape.npz"
     _write_npz(wrong, **{**arrays, "ln_f.weight": np.zeros(9, np.float32)})
-    with pytest.raises(ValueError, match="ln_f.weight has shape"):
+    with pytest.raises(ValueError,
+                       match=r"size mismatch for ln_f.weight: .* shape \(9,\) .* is \(8,\)"):
         load_checkpoint(wrong)
 
     pickled = tmp_path / "pickled.npz"
