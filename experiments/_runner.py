@@ -364,7 +364,7 @@ class Plan:
             except (TypeError, ValueError) as e:
                 raise UsageError(f"invalid model configuration: {e}") from None
         need = max(memory_lower_bound(c, args.batch_size) for c in self.configs.values())
-        have = _physical_memory()
+        have = physical_memory()
         if have and need > have:
             raise UsageError(
                 f"the model and batch need at least {need / 2**30:.1f} GiB of memory to train "
@@ -419,7 +419,7 @@ def _note(line: str) -> None:
     sys.stderr.flush()
 
 
-def memory_lower_bound(config: GPTConfig, batch_size: int) -> int:
+def memory_lower_bound(config: GPTConfig, batch_size: int, training: bool = True) -> int:
     """A lower bound, in bytes, of the memory one training step of ``config`` holds.
 
     Counts only what must exist at once: weights, gradients and AdamW's two moments
@@ -427,16 +427,19 @@ def memory_lower_bound(config: GPTConfig, batch_size: int) -> int:
     each layer keeps for backward (at least 18 C values per token: the norm outputs, q, k, v,
     the attention output and the MLP's hidden activations; plus the T x T attention
     probabilities per head) and the logits with their gradient. The true peak is higher, so a
-    configuration over the machine's memory is sure to fail.
+    configuration over the machine's memory is sure to fail. With ``training=False`` (sampling
+    under ``no_grad``): the weights once, one layer's attention probabilities and the logits.
     """
     item = np.dtype(config.dtype).itemsize
     B, T, C = batch_size, config.block_size, config.d_model
     params = config.vocab_size * C + config.n_layers * 12 * C * C
+    if not training:
+        return (params + B * T * (config.n_heads * T + config.vocab_size)) * item
     acts = config.n_layers * B * T * (18 * C + config.n_heads * T) + 2 * B * T * config.vocab_size
     return (4 * params + acts) * item
 
 
-def _physical_memory() -> Optional[int]:
+def physical_memory() -> Optional[int]:
     """Bytes of physical memory, or None where the platform does not say."""
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

@@ -12,7 +12,8 @@ Usage::
         --prompt "It is a truth" --max-new-tokens 200 --temperature 0.8 --top-k 10 --seed 1
 
 Exit status: 0 text printed; 2 bad input (a missing or invalid checkpoint, one without a
-vocabulary, a prompt character outside the vocabulary, a bad option) or stdout cannot be
+vocabulary or whose config would not fit in memory, a prompt character outside the
+vocabulary, a bad option) or stdout cannot be
 written (``> /dev/full``): one line on stderr, no traceback; 130 interrupted (Ctrl-C), one line.
 A closed pipe (``| head -c 20``) is quiet.
 """
@@ -23,11 +24,12 @@ from typing import NoReturn, Optional, Sequence
 
 import numpy as np
 
-from gpt.checkpoint import load_checkpoint, load_tokenizer
+from gpt.checkpoint import load_checkpoint, load_config, load_tokenizer
 from gpt.sample import generate
 
 from experiments._cli import (ArgumentParser, Printer, fail, nonnegative_float, nonnegative_int,
                               positive_int, run_main)
+from experiments._runner import memory_lower_bound, physical_memory
 
 PROG = "python -m experiments.generate"
 
@@ -76,6 +78,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         _fail("--checkpoint: empty path")
     if args.prompt == "":
         _fail("--prompt is empty: give at least one character to continue")
+    try:
+        config = load_config(args.checkpoint)
+    except (OSError, ValueError, TypeError) as e:
+        _fail(str(e))
+    need, have = memory_lower_bound(config, batch_size=1, training=False), physical_memory()
+    if have and need > have:  # a hand-edited config would otherwise allocate until killed
+        _fail(f"checkpoint {args.checkpoint}: its config (n_layers={config.n_layers}, "
+              f"d_model={config.d_model}, vocab_size={config.vocab_size}) needs at least "
+              f"{need / 2**30:.1f} GiB of memory, more than this machine's {have / 2**30:.1f} GiB")
     try:
         model = load_checkpoint(args.checkpoint)
         tokenizer = load_tokenizer(args.checkpoint)

@@ -31,7 +31,7 @@ from typing import Union
 import numpy as np
 
 __all__ = ["META_KEY", "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION", "save_checkpoint",
-           "load_checkpoint", "load_tokenizer"]
+           "load_checkpoint", "load_config", "load_tokenizer"]
 
 META_KEY = "__minigrad_gpt__"
 CHECKPOINT_FORMAT = "minigrad-gpt-checkpoint"
@@ -107,6 +107,20 @@ def _atomic_save(dest: Path, arrays) -> None:
         raise
 
 
+def load_config(path: PathLike):
+    """The ``gpt.GPTConfig`` stored in a checkpoint, read without its parameter arrays (so a
+    caller can check what building the model would take before ``load_checkpoint`` does).
+
+    Raises:
+        FileNotFoundError / IsADirectoryError / ValueError: as ``load_checkpoint``.
+        ValueError / TypeError: the stored config is not a valid ``GPTConfig``.
+    """
+    from . import GPTConfig  # local import: gpt/__init__ imports this module
+
+    meta, _ = _read(Path(path), arrays=False)
+    return GPTConfig.from_dict(meta.get("config", {}))
+
+
 def load_tokenizer(path: PathLike):
     """The ``gpt.data.CharTokenizer`` stored in a checkpoint (its ``vocab``).
 
@@ -166,8 +180,9 @@ def load_checkpoint(path: PathLike):
     return model
 
 
-def _read(p: Path):
-    """(metadata dict, name -> array) of a checkpoint file, every format check done."""
+def _read(p: Path, arrays: bool = True):
+    """(metadata dict, name -> array) of a checkpoint file, every format check done; with
+    ``arrays=False`` only the metadata entry is read (the dict is empty)."""
     if p.is_dir():
         raise IsADirectoryError(f"checkpoint path is a directory, not a file: {p}")
     if not p.exists():
@@ -178,12 +193,12 @@ def _read(p: Path):
         raise ValueError(f"cannot read checkpoint {p}: not a valid .npz (zip) archive")
     try:
         with np.load(p, allow_pickle=False) as npz:  # an object array raises ValueError
-            arrays = {n: npz[n] for n in npz.files}
+            data = {n: npz[n] for n in npz.files if arrays or n == META_KEY}
     except ValueError as e:
         raise ValueError(f"cannot read checkpoint {p}: {e}") from None
     except (zipfile.BadZipFile, OSError, EOFError) as e:
         raise ValueError(f"cannot read checkpoint {p}: not a valid .npz archive ({e})") from None
-    meta_arr = arrays.pop(META_KEY, None)
+    meta_arr = data.pop(META_KEY, None)
     if meta_arr is None:
         raise ValueError(f"{p} is not a minigrad-gpt checkpoint (no {META_KEY!r} entry)")
     try:
@@ -195,4 +210,4 @@ def _read(p: Path):
     if meta.get("version") != CHECKPOINT_VERSION:
         raise ValueError(f"checkpoint {p} has version {meta.get('version')!r}, "
                          f"this code reads version {CHECKPOINT_VERSION}")
-    return meta, arrays
+    return meta, data

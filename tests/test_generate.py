@@ -166,6 +166,30 @@ def test_cli_bad_checkpoint_is_one_line_exit_2(tmp_path, capsys):
         assert len(err) == 1 and needle in err[0]
 
 
+
+def test_cli_refuses_a_checkpoint_whose_config_cannot_fit_in_memory(ckpt, tmp_path, capsys):
+    """A hand-edited config claiming 10^9 layers: refused in one line before any allocation."""
+    import json
+    from gpt.checkpoint import META_KEY
+    from experiments._runner import physical_memory
+    if physical_memory() is None:
+        pytest.skip("this platform does not report its physical memory")
+    with np.load(ckpt, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(str(arrays[META_KEY][()]))
+    meta["config"]["n_layers"] = 10**9   # 12 C^2 = 3072 weights a layer: 12 TB in float32
+    arrays[META_KEY] = np.array(json.dumps(meta))
+    edited = tmp_path / "edited.npz"
+    with open(edited, "wb") as f:
+        np.savez(f, **arrays)
+    with pytest.raises(SystemExit) as e:
+        generate_cli.main(["--checkpoint", str(edited), "--prompt", "a"])
+    assert e.value.code == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and "n_layers=1000000000" in err[0] and "GiB of memory" in err[0]
+    assert captured.out == ""
+
 def test_four_variants_checkpoints_generate_text(tmp_path, capsys):
     from experiments import four_variants
     out = tmp_path / "fv"
