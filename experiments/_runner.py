@@ -208,6 +208,10 @@ class Study:
         """How a progress/result line names the variant."""
         return self.run_label(variant) if self.run_label else f"{variant.name:14s}"
 
+    def main(self, argv: Optional[Sequence[str]] = None) -> int:
+        """The study's command: ``run_study(self, argv)``; returns the exit status."""
+        return run_study(self, argv)
+
 
 # ---------------------------------------------------------------------------- arguments
 
