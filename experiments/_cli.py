@@ -200,8 +200,8 @@ def remove_empty_dirs(dirs) -> None:
 
 class Printer:
     """``print`` to stdout that survives a closed or failing stdout (``| head -1``,
-    ``> /dev/full``): on the first OSError it stops printing, records the error (see
-    ``stdout_failure``; ``run_main`` turns it into the exit status), points stdout at /dev/null
+    ``> /dev/full``): on the first OSError it stops printing, records the error (``run_main``
+    turns it into the exit status), points stdout at /dev/null
     so the interpreter's final flush is quiet, and lets the command finish its work (writing
     its files).
     """
