@@ -134,7 +134,7 @@ def load_tokenizer(path: PathLike):
     """
     from .data import CharTokenizer
 
-    meta, _ = _read(Path(path))
+    meta, _ = _read(Path(path), arrays=False)
     vocab = meta.get("vocab")
     if vocab is None:
         raise ValueError(

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from gpt import GPT, GPTConfig
-from gpt.checkpoint import META_KEY, load_checkpoint, save_checkpoint
+from gpt.checkpoint import META_KEY, load_checkpoint, load_config, save_checkpoint
 
 
 def _perturbed(cfg, seed=4):
@@ -31,7 +31,7 @@ def test_round_trip_same_logits(tmp_path, kw):
     model = _perturbed(cfg)
     path = save_checkpoint(model, tmp_path / "m.npz")
     loaded = load_checkpoint(path)
-    assert loaded.config == cfg
+    assert loaded.config == cfg and load_config(path) == cfg
     idx = np.random.default_rng(0).integers(0, 11, (3, 8))
     a = model(idx)[0].numpy()
     b = loaded(idx)[0].numpy()
