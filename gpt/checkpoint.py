@@ -13,7 +13,8 @@ Layout of the archive (``numpy.savez``, uncompressed):
   id i is ``vocab[i]``), and ``"run_id"``: the id of the run that wrote it (the study commands
   write the same id into their ``results.json``). Both are optional: checkpoints written
   before they existed, or without a tokenizer, lack them, still load with ``load_checkpoint``,
-  and ``load_tokenizer`` says what is missing; ``load_checkpoint(path).run_id`` is None for a checkpoint without a run id.
+  and ``load_tokenizer`` says what is missing; ``load_checkpoint(path).run_id`` is None for a
+  checkpoint without a run id.
 
 Everything loads with ``np.load(path, allow_pickle=False)``. Writes are atomic (a temporary file
 in the same directory, then ``os.replace``).
@@ -47,8 +48,8 @@ def save_checkpoint(model, path: PathLike, tokenizer=None, run_id=None) -> Path:
         model: a ``gpt.GPT`` (``state_dict()`` name -> ndarray, ``config.to_dict()``).
         path: destination file; written as given (no ``.npz`` is appended).
         tokenizer: the ``gpt.data.CharTokenizer`` the model was trained with; its characters
-            are stored (``vocab``) so that ``experiments.generate`` can turn text into ids and back.
-            None stores no vocabulary.
+            are stored (``vocab``) so that ``experiments.generate`` can turn text into ids and
+            back. None stores no vocabulary.
         run_id: a string naming the run that made the model (stored as ``"run_id"``), or None.
 
     Returns:
