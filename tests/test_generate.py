@@ -1,4 +1,4 @@
-"""Tests of gpt.sample.generate, checkpoints carrying the vocabulary, and `python -m experiments.generate`."""
+"""Tests of gpt.sample.generate, checkpoints carrying the vocabulary, experiments.generate."""
 import numpy as np
 import pytest
 
