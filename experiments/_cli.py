@@ -1,64 +1,110 @@
-"""Shared command-line helpers for the runnable studies.
+"""The machinery every command shares: arguments, one-line errors, exit codes, stdout, Ctrl-C.
 
 - ``ArgumentParser``: argparse, except that a usage error prints ONE line on stderr
-  (``<prog>: error: <message>``) and exits with status 2, without the usage block.
+  (``<prog>: error: <message>``) and exits with status 2, without the usage block; ``--help``
+  shows every option's default (``HelpFormatter``).
 - ``UsageError`` and ``fail``: the same one-line report for problems found after parsing
   (a bad corpus, an invalid model configuration, an unwritable output directory).
-- Argument types ``positive_int``, ``nonnegative_int``, ``positive_float``, ``int_arg``.
-- ``check_output_dir``: prove an output directory can be created and written before any work.
-- ``atomic_write_text`` / ``atomic_write_bytes`` / ``atomic_writer``: write a temporary file in the
-  destination's directory and ``os.replace`` it over the destination, so a reader never sees a
-  half-written file and an interrupted run leaves none behind.
+- Argument types ``int_arg``, ``positive_int``, ``nonnegative_int``, ``positive_float``,
+  ``nonnegative_float``, ``path_arg``.
+- ``check_output_dir``: prove an output directory can be created and written before any work;
+  ``remove_empty_dirs``: remove the folders a failed run created; ``new_run_id``.
+- ``Printer``: ``print`` to stdout that records a failed write instead of raising.
+- ``run_main(prog, main)``: the ``__main__`` entry point of every command: Ctrl-C at any stage
+  is one line and exit 130; a failed write to stdout is one line and exit 2 (a closed pipe,
+  ``| head``, is quiet and leaves the exit status alone).
 
-- ``Printer`` (stdout that records a failed write) and ``run_main`` (every command's entry
-  point: Ctrl-C at any stage, a failed stdout; see ``gpt/cli.py``).
-
-``fail``, ``ArgumentParser``, ``int_arg``, ``Printer`` and ``run_main`` live in ``gpt/cli.py`` (``python -m gpt.generate``
-uses them too, and gpt imports nothing from experiments); the atomic writers in ``gpt/atomic.py``.
+Files are written atomically by ``experiments._atomic``.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
-import secrets
+import json
+import errno
 import math
 import os
+import secrets
+import sys
 import tempfile
 from pathlib import Path
-from typing import Union
+from typing import Callable, NoReturn, Optional, Sequence, Union
 
-from gpt.atomic import atomic_write_bytes, atomic_write_text, atomic_writer  # noqa: F401 (re-exported)
-from gpt.cli import (EXIT_INTERRUPTED, EXIT_USAGE, ArgumentParser, Printer,  # noqa: F401
-                     fail, int_arg, interrupted, mark_outputs_written, run_main)  # (re-exported)
+from experiments._atomic import atomic_write_text
 
-__all__ = [
-    "EXIT_USAGE",
-    "remove_empty_dirs",
-    "EXIT_INTERRUPTED",
-    "Printer",
-    "run_main",
-    "interrupted",
-    "new_run_id",
-    "mark_outputs_written",
-    "UsageError",
-    "ArgumentParser",
-    "fail",
-    "int_arg",
-    "positive_int",
-    "nonnegative_int",
-    "positive_float",
-    "path_arg",
-    "check_output_dir",
-    "atomic_writer",
-    "atomic_write_text",
-    "atomic_write_bytes",
-]
+__all__ = ["EXIT_USAGE", "EXIT_INTERRUPTED", "UsageError", "fail", "ArgumentParser",
+           "HelpFormatter", "int_arg", "positive_int", "nonnegative_int", "positive_float",
+           "nonnegative_float", "path_arg", "check_output_dir", "remove_empty_dirs", "new_run_id",
+           "Printer", "run_main", "interrupted", "mark_outputs_written", "check_json_path",
+           "json_destination", "write_json"]
+
+#: Exit status for bad input (argparse's convention), and for output that cannot be written.
+EXIT_USAGE = 2
+#: Exit status after Ctrl-C (128 + SIGINT, the shell's convention).
+EXIT_INTERRUPTED = 130
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+_state = {"stdout_error": None, "written": None}
+
+
+def _one_line(message: str) -> str:
+    return " ".join(str(message).split())
 
 
 class UsageError(Exception):
     """Bad input found after argument parsing; reported as one line, exit status 2."""
+
+
+def fail(prog: str, message: str) -> NoReturn:
+    """Print ``<prog>: error: <message>`` as one line on stderr and exit with status 2."""
+    sys.stderr.write(f"{prog}: error: {_one_line(message)}\n")
+    sys.stderr.flush()
+    raise SystemExit(EXIT_USAGE)
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows ``(default: X)`` after an option's help, unless the help already says "default";
+    an on/off flag shows ``(default: off)``, a required option ``(required)``."""
+
+    def _get_help_string(self, action):  # noqa: D102 - argparse API
+        text = action.help or ""
+        if "default" in text.lower() or action.default is argparse.SUPPRESS:
+            return text
+        if action.required:
+            return f"{text} (required)"
+        if action.default is None:
+            return f"{text} (default: none)"
+        if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
+            return f"{text} (default: {'off' if action.default is False else 'on'})"
+        return super()._get_help_string(action)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """``argparse.ArgumentParser`` whose ``error`` prints one line (no usage block), exit 2,
+    and whose ``--help`` shows every default (``HelpFormatter``)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:  # noqa: D102 - argparse API
+        fail(self.prog, message)
+
+
+def int_arg(text: str) -> int:
+    """Parse an integer written in decimal (``"12"``, ``"-3"``); reject ``"1.5"``, ``"1e3"``,
+    ``""``.
+
+    Raises:
+        argparse.ArgumentTypeError: the text is not an integer.
+    """
+    s = text.strip()
+    body = s[1:] if s[:1] in "+-" else s
+    if not body.isdigit() or not body.isascii():
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}")
+    return int(s)
 
 
 def positive_int(text: str) -> int:
@@ -77,14 +123,26 @@ def nonnegative_int(text: str) -> int:
     return v
 
 
-def positive_float(text: str) -> float:
-    """Parse a finite float > 0 (``argparse.ArgumentTypeError`` otherwise)."""
+def _float_arg(text: str) -> float:
     try:
-        v = float(text)
+        return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def positive_float(text: str) -> float:
+    """Parse a finite float > 0 (``argparse.ArgumentTypeError`` otherwise)."""
+    v = _float_arg(text)
     if not math.isfinite(v) or v <= 0:
         raise argparse.ArgumentTypeError(f"expected a finite positive number, got {text!r}")
+    return v
+
+
+def nonnegative_float(text: str) -> float:
+    """Parse a finite float >= 0 (``argparse.ArgumentTypeError`` otherwise)."""
+    v = _float_arg(text)
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
     return v
 
 
@@ -142,3 +200,134 @@ def remove_empty_dirs(dirs) -> None:
             d.rmdir()
         except OSError:
             return
+
+
+class Printer:
+    """``print`` to stdout that survives a closed or failing stdout (``| head -1``,
+    ``> /dev/full``): on the first OSError it stops printing, records the error (``run_main``
+    turns it into the exit status), points stdout at /dev/null
+    so the interpreter's final flush is quiet, and lets the command finish its work (writing
+    its files).
+    """
+
+    def __init__(self) -> None:
+        self.ok = True
+
+    def __call__(self, *args, **kwargs) -> None:
+        if not self.ok:
+            return
+        try:
+            print(*args, **kwargs, flush=True)
+        except OSError as e:  # BrokenPipeError is an OSError
+            self.ok = False
+            _stdout_failed(e)
+
+
+def _stdout_failed(e: OSError) -> None:
+    if _state["stdout_error"] is None:
+        _state["stdout_error"] = e
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
+def mark_outputs_written(where: str) -> None:
+    """Record that the command's files are in place (so an interrupt after this point does not
+    claim that nothing was written)."""
+    _state["written"] = where
+
+
+def _is_closed_pipe(e: OSError) -> bool:
+    return isinstance(e, BrokenPipeError) or e.errno in (errno.EPIPE, errno.ECONNRESET)
+
+
+def interrupted(prog: str, tail: str = "nothing written") -> None:
+    """Print ``<prog>: interrupted; <tail>`` as one line on stderr (after a newline that ends a
+    progress line redrawn in place, on a terminal only)."""
+    nl = "\n" if getattr(sys.stderr, "isatty", lambda: False)() else ""
+    sys.stderr.write(f"{nl}{prog}: interrupted; {tail}\n")
+    sys.stderr.flush()
+
+
+def run_main(prog: str, main: Callable[[Optional[Sequence[str]]], int],
+             argv: Optional[Sequence[str]] = None) -> int:
+    """Run a command's ``main`` and turn the edges into exit statuses; use as
+    ``raise SystemExit(run_main(PROG, main))``.
+
+    - Ctrl-C (KeyboardInterrupt) at any stage: ``<prog>: interrupted; nothing written`` (or
+      ``...; outputs already written to DIR``), ONE line on stderr, status 130.
+    - A write to stdout that failed (``> /dev/full``: no space, an I/O error): ``<prog>: error:
+      cannot write to stdout: <reason>``, one line, status 2 (whatever ``main`` returned, unless
+      it was interrupted). Files the command writes are written before its stdout table, so
+      they are complete.
+    - A closed pipe (``| head``): quiet (as ``cat`` is under ``| head``); the status is
+      ``main``'s.
+    """
+    _state.update(stdout_error=None, written=None)  # this run's, not an earlier call's
+    try:
+        try:
+            status = main(argv)
+            sys.stdout.flush()
+        except OSError as e:
+            if e.filename is not None or not (_is_closed_pipe(e) or e.errno in
+                                               (errno.ENOSPC, errno.EIO, errno.EDQUOT)):
+                raise
+            _stdout_failed(e)  # a write to stdout outside a Printer
+            status = 0
+    except KeyboardInterrupt:
+        where = _state["written"]
+        interrupted(prog, f"outputs already written to {where}" if where else "nothing written")
+        return EXIT_INTERRUPTED
+    e = _state["stdout_error"]
+    if e is not None and status != EXIT_INTERRUPTED and not _is_closed_pipe(e):
+        sys.stderr.write(f"{prog}: error: cannot write to stdout: {e.strerror or e}\n")
+        sys.stderr.flush()
+        return EXIT_USAGE
+    return status
+
+
+def check_json_path(path: str) -> Path:
+    """Validate a ``--json`` destination before any work: its directory must exist and be a
+    directory, and the path itself must not be a directory, a device, a FIFO or a socket (an
+    atomic write would swap it for a regular file).
+
+    Raises:
+        UsageError: naming the problem.
+    """
+    if path == "":
+        raise UsageError("--json: empty path")
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"--json: {p} is a directory; give a file path")
+    if os.path.lexists(p) and not (p.is_symlink() or p.is_file()):
+        raise UsageError(f"--json: {p} is not a regular file (a device, FIFO or socket); give "
+                         f"a file path")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.exists():
+        raise UsageError(f"--json: directory {parent} does not exist")
+    if not parent.is_dir():
+        raise UsageError(f"--json: {parent} is not a directory")
+    if not os.access(parent, os.W_OK):
+        raise UsageError(f"--json: directory {parent} is not writable")
+    return p
+
+
+def json_destination(prog: str, path: Optional[str]) -> Optional[Path]:
+    """The validated ``--json`` path (None when not given); bad paths end the command with one
+    line on stderr and exit status 2."""
+    if path is None:
+        return None
+    try:
+        return check_json_path(path)
+    except UsageError as e:
+        fail(prog, str(e))
+
+
+def write_json(prog: str, path: Path, obj) -> None:
+    """Write ``obj`` as indented strict JSON to ``path`` atomically; an OS error exits 2 with
+    one line on stderr."""
+    text = json.dumps(obj, indent=2, allow_nan=False) + "\n"
+    try:
+        atomic_write_text(path, text)
+    except OSError as e:
+        fail(prog, f"cannot write {path}: {e.strerror or e}")

@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import json
 import math
-import os
-from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 import numpy as np
 
 from minigrad import GradcheckReport, Tensor, gradcheck_report
 
-from experiments._cli import (ArgumentParser, Printer, UsageError, atomic_write_text, fail,
-                             nonnegative_int)
+from experiments._cli import (ArgumentParser, Printer, json_destination, nonnegative_int,
+                             write_json)
 
 EPS, ATOL, RTOL = 1e-6, 1e-5, 1e-3
 
@@ -107,48 +105,3 @@ def add_seed_and_json_options(p: ArgumentParser) -> None:
                    help="also write the rows as JSON to PATH (atomically) (default: no JSON file)")
 
 
-def check_json_path(path: str) -> Path:
-    """Validate a ``--json`` destination before any work: its directory must exist and be a
-    directory, and the path itself must not be a directory, a device, a FIFO or a socket (an
-    atomic write would swap it for a regular file).
-
-    Raises:
-        UsageError: naming the problem.
-    """
-    if path == "":
-        raise UsageError("--json: empty path")
-    p = Path(path)
-    if p.is_dir():
-        raise UsageError(f"--json: {p} is a directory; give a file path")
-    if os.path.lexists(p) and not (p.is_symlink() or p.is_file()):
-        raise UsageError(f"--json: {p} is not a regular file (a device, FIFO or socket); give "
-                         f"a file path")
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.exists():
-        raise UsageError(f"--json: directory {parent} does not exist")
-    if not parent.is_dir():
-        raise UsageError(f"--json: {parent} is not a directory")
-    if not os.access(parent, os.W_OK):
-        raise UsageError(f"--json: directory {parent} is not writable")
-    return p
-
-
-def json_destination(prog: str, path: Optional[str]) -> Optional[Path]:
-    """The validated ``--json`` path (None when not given); bad paths end the command with one
-    line on stderr and exit status 2."""
-    if path is None:
-        return None
-    try:
-        return check_json_path(path)
-    except UsageError as e:
-        fail(prog, str(e))
-
-
-def write_json(prog: str, path: Path, obj) -> None:
-    """Write ``obj`` as indented strict JSON to ``path`` atomically; an OS error exits 2 with
-    one line on stderr."""
-    text = json.dumps(obj, indent=2, allow_nan=False) + "\n"
-    try:
-        atomic_write_text(path, text)
-    except OSError as e:
-        fail(prog, f"cannot write {path}: {e.strerror or e}")

@@ -141,7 +141,7 @@ def table_rows(report: Report) -> List[str]:
             row += "  diverged: " + ", ".join(
                 f"seed {d['seed']} ({d['what']} {d['value']} at step {d['step']})"
                 for d in s["diverged"])
-        rows.append(row)
+        rows.append(row.rstrip())  # n < 10 leaves {n:<2d} padding at the end
     return rows
 
 

@@ -45,7 +45,7 @@ What ``run_study`` does, in order:
    of the final train and val losses; per variant the paired difference from the baseline with
    a 95 % Student-t interval (``experiments._stats``).
 5. Writes ``run_log.txt``, ``results.json``, ``curves.csv`` and (with matplotlib)
-   ``loss_curves.png``, ``deltas.png`` and ``grad_norms.png`` as one atomic group (``gpt.atomic.AtomicGroup``),
+   ``loss_curves.png``, ``deltas.png`` and ``grad_norms.png`` as one atomic group (``experiments._atomic.AtomicGroup``),
    plus ``Study.extra_outputs(report) -> {file name: text}`` and the checkpoints; files of the
    study's own names left by an earlier run and not rewritten are removed in the same group
    (``Plan.owned_files``); ``results.json`` and every checkpoint carry the run's ``run_id``.
@@ -72,7 +72,7 @@ building blocks of a closing block are there too (``differences_block``, ``param
 
 Exit status: 0 every job trained; 1 a job diverged (everything still written); 2 bad input or
 the outputs cannot be written (one line on stderr, nothing written), or stdout cannot be
-written (``gpt.cli.run_main``); 130 interrupted (one line, nothing written).
+written (``experiments._cli.run_main``); 130 interrupted (one line, nothing written).
 
 Progress (stderr): redrawn in place on a terminal; otherwise a line every
 ``--progress-interval`` seconds with step, loss, steps/s and ETA (``_Progress``). ``--steps``
@@ -98,7 +98,6 @@ import numpy as np
 
 import gpt.train
 from gpt import GPT, GPTConfig
-from gpt.atomic import AtomicGroup, check_replaceable
 from gpt.checkpoint import save_checkpoint
 from gpt.config import MLPS, NORMS, POSITIONS
 from gpt.data import CharTokenizer, check_split_length, load_corpus, train_val_split
@@ -106,6 +105,7 @@ from gpt.train import TrainingDiverged, estimate_loss, evaluate
 
 from experiments import _plots, _report
 from experiments._threads import add_threads_option
+from experiments._atomic import AtomicGroup, check_replaceable
 from experiments._cli import (ArgumentParser, Printer, UsageError, check_output_dir, fail,
                               remove_empty_dirs,
                               int_arg, interrupted, mark_outputs_written, new_run_id,
@@ -207,6 +207,10 @@ class Study:
     def label_of_run(self, variant: Variant) -> str:
         """How a progress/result line names the variant."""
         return self.run_label(variant) if self.run_label else f"{variant.name:14s}"
+
+    def main(self, argv: Optional[Sequence[str]] = None) -> int:
+        """The study's command: ``run_study(self, argv)``; returns the exit status."""
+        return run_study(self, argv)
 
 
 # ---------------------------------------------------------------------------- arguments
@@ -364,7 +368,7 @@ class Plan:
             except (TypeError, ValueError) as e:
                 raise UsageError(f"invalid model configuration: {e}") from None
         need = max(memory_lower_bound(c, args.batch_size) for c in self.configs.values())
-        have = _physical_memory()
+        have = physical_memory()
         if have and need > have:
             raise UsageError(
                 f"the model and batch need at least {need / 2**30:.1f} GiB of memory to train "
@@ -419,7 +423,7 @@ def _note(line: str) -> None:
     sys.stderr.flush()
 
 
-def memory_lower_bound(config: GPTConfig, batch_size: int) -> int:
+def memory_lower_bound(config: GPTConfig, batch_size: int, training: bool = True) -> int:
     """A lower bound, in bytes, of the memory one training step of ``config`` holds.
 
     Counts only what must exist at once: weights, gradients and AdamW's two moments
@@ -427,16 +431,19 @@ def memory_lower_bound(config: GPTConfig, batch_size: int) -> int:
     each layer keeps for backward (at least 18 C values per token: the norm outputs, q, k, v,
     the attention output and the MLP's hidden activations; plus the T x T attention
     probabilities per head) and the logits with their gradient. The true peak is higher, so a
-    configuration over the machine's memory is sure to fail.
+    configuration over the machine's memory is sure to fail. With ``training=False`` (sampling
+    under ``no_grad``): the weights once, one layer's attention probabilities and the logits.
     """
     item = np.dtype(config.dtype).itemsize
     B, T, C = batch_size, config.block_size, config.d_model
     params = config.vocab_size * C + config.n_layers * 12 * C * C
+    if not training:
+        return (params + B * T * (config.n_heads * T + config.vocab_size)) * item
     acts = config.n_layers * B * T * (18 * C + config.n_heads * T) + 2 * B * T * config.vocab_size
     return (4 * params + acts) * item
 
 
-def _physical_memory() -> Optional[int]:
+def physical_memory() -> Optional[int]:
     """Bytes of physical memory, or None where the platform does not say."""
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

@@ -51,11 +51,10 @@ from minigrad.optim import AdamW, clip_grad_norm_
 
 from experiments import _torch_reference as reference
 from experiments._threads import add_threads_option
-from experiments._cli import (ArgumentParser, Printer, UsageError, fail, nonnegative_int, path_arg,
-                              positive_int)
+from experiments._cli import (ArgumentParser, Printer, UsageError, check_json_path, fail,
+                              nonnegative_int, path_arg, positive_int, write_json)
 from experiments.four_variants import VARIANTS
 from experiments._runner import MAX_STEPS, _steps_arg
-from experiments.gradcheck_report import check_json_path, write_json
 
 PROG = "python -m experiments.bench"
 EXIT_OK, EXIT_INTERRUPTED = 0, 130

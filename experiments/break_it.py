@@ -29,7 +29,7 @@ options and exit statuses are those of every study command (``experiments._runne
 """
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+from typing import List
 
 import numpy as np
 
@@ -38,7 +38,7 @@ from layers.modules import LayerNorm
 
 from experiments._cli import run_main
 from experiments import _report
-from experiments._runner import Study, Variant, run_study
+from experiments._runner import Study, Variant
 
 __all__ = ["STUDY", "main", "zero_and_freeze_layernorm_gains", "unigram_loss"]
 
@@ -104,11 +104,7 @@ STUDY = Study(
     closing=closing,
 )
 
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run the command; returns the exit status (see ``experiments._runner``)."""
-    return run_study(STUDY, argv)
-
+main = STUDY.main  # main(argv=None) -> exit status (see experiments._runner)
 
 if __name__ == "__main__":
     raise SystemExit(run_main(STUDY.prog, main))

@@ -41,14 +41,14 @@ on stderr naming the problem, nothing written); 130 when interrupted (nothing wr
 from __future__ import annotations
 
 import argparse
-from typing import List, Optional, Sequence
+from typing import List
 
 from gpt import GPTConfig  # noqa: F401 (re-exported for the tests and callers)
 
 from experiments import _report, norm_cost
 from experiments._cli import path_arg, run_main
 from experiments._runner import (EXIT_DIVERGED, EXIT_INTERRUPTED, EXIT_OK, Study, Variant,
-                                 memory_lower_bound as _memory_lower_bound, run_study)
+                                 memory_lower_bound as _memory_lower_bound)
 
 PROG = "python -m experiments.four_variants"
 VARIANTS = (("ln", "gelu"), ("rms", "gelu"), ("ln", "swiglu"), ("rms", "swiglu"))
@@ -188,11 +188,7 @@ STUDY = Study(
     closing_on_stdout_with_one_seed=False,
 )
 
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run the command; returns the exit status (see the module docstring)."""
-    return run_study(STUDY, argv)
-
+main = STUDY.main  # main(argv=None) -> exit status (see experiments._runner)
 
 if __name__ == "__main__":
     raise SystemExit(run_main(PROG, main))

@@ -36,13 +36,12 @@ from experiments._cli import ArgumentParser
 from experiments._gradchecks import (EMBEDDING_INDEX, EPS, ATOL, RTOL, add_seed_and_json_options,
                                      away_from_zero, check, fmt_err, format_table,
                                      json_number, leaf, start, write_json)
-from experiments._gradchecks import check_json_path  # noqa: F401  (bench imports it from here)
 
 PROG = "python -m experiments.gradcheck_report"
 EXIT_OK, EXIT_FAIL = 0, 1
 
-__all__ = ["OpCase", "PRIMITIVES", "LAYERS", "ALL_CASES", "run", "format_table", "check_json_path",
-           "write_json", "main"]
+__all__ = ["OpCase", "PRIMITIVES", "LAYERS", "ALL_CASES", "run", "format_table",
+           "main"]
 
 
 # ----------------------------------------------------------------------------- the cases

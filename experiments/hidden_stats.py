@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List
 
 import numpy as np
 
@@ -40,7 +40,7 @@ from gpt.data import eval_windows
 
 from experiments._cli import run_main
 from experiments import _report
-from experiments._runner import Study, Variant, run_study
+from experiments._runner import Study, Variant
 from experiments._tensor_stats import STAT_NAMES, tensor_stats
 
 PROG = "python -m experiments.hidden_stats"
@@ -238,11 +238,7 @@ def prepare(plan) -> Study:
 
 STUDY = dataclasses.replace(STUDY, prepare=prepare)
 
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run the command; returns the exit status (the runner's, see ``experiments._runner``)."""
-    return run_study(STUDY, argv)
-
+main = STUDY.main  # main(argv=None) -> exit status (see experiments._runner)
 
 if __name__ == "__main__":
     raise SystemExit(run_main(PROG, main))

@@ -48,10 +48,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from gpt.atomic import AtomicGroup, check_replaceable
 from layers.layernorm import layernorm_backward, layernorm_forward
 from layers.rmsnorm import rmsnorm_backward, rmsnorm_forward
 
+from experiments._atomic import AtomicGroup, check_replaceable
 from experiments._cli import interrupted, new_run_id, remove_empty_dirs, run_main
 from experiments._cli import (ArgumentParser, Printer, UsageError, check_output_dir, fail,
                               nonnegative_int, path_arg, positive_int)

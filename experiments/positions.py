@@ -18,11 +18,9 @@ every study command (``experiments._runner``).
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
-
 from experiments._cli import run_main
 from experiments._report import differences_and_params
-from experiments._runner import Study, Variant, run_study
+from experiments._runner import Study, Variant
 
 __all__ = ["STUDY", "main"]
 
@@ -40,11 +38,7 @@ STUDY = Study(
     closing=differences_and_params,
 )
 
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run the command; returns the exit status (see ``experiments._runner``)."""
-    return run_study(STUDY, argv)
-
+main = STUDY.main  # main(argv=None) -> exit status (see experiments._runner)
 
 if __name__ == "__main__":
     raise SystemExit(run_main(STUDY.prog, main))

@@ -45,9 +45,9 @@ def capture_residual_stream(model) -> Iterator[Dict[str, np.ndarray]]:
     for i, block in enumerate(blocks):
         def record(site: str, x: np.ndarray, prefix: str = f"blocks.{i}.") -> None:
             captured[prefix + site] = x
-        object.__setattr__(block, "capture", record)
+        block.capture = record
     try:
         yield captured
     finally:
         for block in blocks:
-            object.__setattr__(block, "capture", None)
+            block.capture = None

@@ -11,27 +11,28 @@ Layout of the archive (``numpy.savez``, uncompressed):
   "vocab": ["\n", " ", "!", ...]}``. Parameter names never start with ``__``, so the key
   cannot collide. ``vocab`` is the character vocabulary in id order (``CharTokenizer.chars``,
   id i is ``vocab[i]``), and ``"run_id"``: the id of the run that wrote it (the study commands
-  write the same id into their ``results.json``). Both are optional: checkpoints written before it existed, or without a
-  tokenizer, lack it, still load with ``load_checkpoint``, and ``load_tokenizer`` says what is
-  missing; ``load_checkpoint(path).run_id`` is None for a checkpoint without a run id.
+  write the same id into their ``results.json``). Both are optional: checkpoints written
+  before they existed, or without a tokenizer, lack them, still load with ``load_checkpoint``,
+  and ``load_tokenizer`` says what is missing; ``load_checkpoint(path).run_id`` is None for a
+  checkpoint without a run id.
 
 Everything loads with ``np.load(path, allow_pickle=False)``. Writes are atomic (a temporary file
 in the same directory, then ``os.replace``).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import tempfile
 import zipfile
 from pathlib import Path
 from typing import Union
 
 import numpy as np
 
-from .atomic import atomic_writer
-
 __all__ = ["META_KEY", "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION", "save_checkpoint",
-           "load_checkpoint", "load_tokenizer"]
+           "load_checkpoint", "load_config", "load_tokenizer"]
 
 META_KEY = "__minigrad_gpt__"
 CHECKPOINT_FORMAT = "minigrad-gpt-checkpoint"
@@ -47,8 +48,8 @@ def save_checkpoint(model, path: PathLike, tokenizer=None, run_id=None) -> Path:
         model: a ``gpt.GPT`` (``state_dict()`` name -> ndarray, ``config.to_dict()``).
         path: destination file; written as given (no ``.npz`` is appended).
         tokenizer: the ``gpt.data.CharTokenizer`` the model was trained with; its characters
-            are stored (``vocab``) so that ``gpt.generate`` can turn text into ids and back.
-            None stores no vocabulary.
+            are stored (``vocab``) so that ``experiments.generate`` can turn text into ids and
+            back. None stores no vocabulary.
         run_id: a string naming the run that made the model (stored as ``"run_id"``), or None.
 
     Returns:
@@ -82,9 +83,43 @@ def save_checkpoint(model, path: PathLike, tokenizer=None, run_id=None) -> Path:
         meta["run_id"] = run_id
     arrays = {name: np.asarray(a) for name, a in state.items()}
     arrays[META_KEY] = np.array(json.dumps(meta, sort_keys=True))  # 0-d '<U..' array, no pickle
-    with atomic_writer(dest, "wb") as f:
-        np.savez(f, **arrays)
+    _atomic_save(dest, arrays)
     return dest
+
+
+def _atomic_save(dest: Path, arrays) -> None:
+    """``np.savez`` to a temporary file beside ``dest``, then ``os.replace`` it over ``dest``:
+    a reader never sees half a checkpoint, and a failed write leaves none behind."""
+    if os.path.exists(dest) and not os.path.isfile(dest):  # a directory, device or FIFO
+        raise OSError(f"cannot write checkpoint {dest}: it exists and is not a regular file")
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the usual permissions
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, dest)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def load_config(path: PathLike):
+    """The ``gpt.GPTConfig`` stored in a checkpoint, read without its parameter arrays (so a
+    caller can check what building the model would take before ``load_checkpoint`` does).
+
+    Raises:
+        FileNotFoundError / IsADirectoryError / ValueError: as ``load_checkpoint``.
+        ValueError / TypeError: the stored config is not a valid ``GPTConfig``.
+    """
+    from . import GPTConfig  # local import: gpt/__init__ imports this module
+
+    meta, _ = _read(Path(path), arrays=False)
+    return GPTConfig.from_dict(meta.get("config", {}))
 
 
 def load_tokenizer(path: PathLike):
@@ -100,7 +135,7 @@ def load_tokenizer(path: PathLike):
     """
     from .data import CharTokenizer
 
-    meta, _ = _read(Path(path))
+    meta, _ = _read(Path(path), arrays=False)
     vocab = meta.get("vocab")
     if vocab is None:
         raise ValueError(
@@ -136,27 +171,19 @@ def load_checkpoint(path: PathLike):
 
     p = Path(path)
     meta, arrays = _read(p)
-    config = GPTConfig.from_dict(meta.get("config", {}))
-    model = GPT(config)
-    expected = model.state_dict()
-    missing = sorted(set(expected) - set(arrays))
-    unexpected = sorted(set(arrays) - set(expected))
-    if missing or unexpected:
-        raise ValueError(f"checkpoint {p} does not match its config: missing {missing}, "
-                         f"unexpected {unexpected}")
-    for name, ref in expected.items():
-        if arrays[name].shape != ref.shape:
-            raise ValueError(f"checkpoint {p}: {name} has shape {arrays[name].shape}, "
-                             f"the config needs {ref.shape}")
-        arrays[name] = arrays[name].astype(ref.dtype, copy=False)
-    model.load_state_dict(arrays)
+    model = GPT(GPTConfig.from_dict(meta.get("config", {})))
+    try:
+        model.load_state_dict(arrays)  # checks every key and shape, casts to the model's dtype
+    except ValueError as e:
+        raise ValueError(f"checkpoint {p} does not match its config: {e}") from None
     run_id = meta.get("run_id")
     model.run_id = run_id if isinstance(run_id, str) else None
     return model
 
 
-def _read(p: Path):
-    """(metadata dict, name -> array) of a checkpoint file, every format check done."""
+def _read(p: Path, arrays: bool = True):
+    """(metadata dict, name -> array) of a checkpoint file, every format check done; with
+    ``arrays=False`` only the metadata entry is read (the dict is empty)."""
     if p.is_dir():
         raise IsADirectoryError(f"checkpoint path is a directory, not a file: {p}")
     if not p.exists():
@@ -166,20 +193,15 @@ def _read(p: Path):
     if not zipfile.is_zipfile(p):
         raise ValueError(f"cannot read checkpoint {p}: not a valid .npz (zip) archive")
     try:
-        with np.load(p, allow_pickle=False) as npz:
-            names = list(npz.files)
-            if META_KEY not in names:
-                raise ValueError(f"{p} is not a minigrad-gpt checkpoint (no {META_KEY!r} entry)")
-            meta_arr = npz[META_KEY]
-            arrays = {n: npz[n] for n in names if n != META_KEY}
+        with np.load(p, allow_pickle=False) as npz:  # an object array raises ValueError
+            data = {n: npz[n] for n in npz.files if arrays or n == META_KEY}
     except ValueError as e:
-        if "pickle" in str(e).lower():
-            raise ValueError(f"checkpoint {p} holds pickled objects; refusing to load them") from None
-        if "minigrad-gpt" in str(e):
-            raise
         raise ValueError(f"cannot read checkpoint {p}: {e}") from None
     except (zipfile.BadZipFile, OSError, EOFError) as e:
         raise ValueError(f"cannot read checkpoint {p}: not a valid .npz archive ({e})") from None
+    meta_arr = data.pop(META_KEY, None)
+    if meta_arr is None:
+        raise ValueError(f"{p} is not a minigrad-gpt checkpoint (no {META_KEY!r} entry)")
     try:
         meta = json.loads(str(meta_arr[()]))
     except (json.JSONDecodeError, TypeError, IndexError) as e:
@@ -189,4 +211,4 @@ def _read(p: Path):
     if meta.get("version") != CHECKPOINT_VERSION:
         raise ValueError(f"checkpoint {p} has version {meta.get('version')!r}, "
                          f"this code reads version {CHECKPOINT_VERSION}")
-    return meta, arrays
+    return meta, data

@@ -76,7 +76,7 @@ class Block(Module):
             self.mlp = SwiGLU(config.d_model, rng=rng, dtype=dt)
         else:
             self.mlp = MLP(config.d_model, activation=config.mlp, rng=rng, dtype=dt)
-        object.__setattr__(self, "capture", None)   # not a parameter or submodule
+        self.capture = None   # a plain attribute: not a parameter or submodule
 
     def forward(self, x: Tensor) -> Tensor:
         if self.capture is not None:
@@ -124,9 +124,8 @@ class GPT(Module):
             raise TypeError(f"GPT expects a GPTConfig, got {type(config).__name__}")
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
             raise TypeError(f"seed must be an int, got {seed!r}")
-        object.__setattr__(self, "config", config)
-        dt = config.np_dtype
-        object.__setattr__(self, "dtype", dt)
+        self.config = config
+        self.dtype = dt = config.np_dtype
         rng = np.random.default_rng(int(seed))
         self.token_embedding = Embedding(config.vocab_size, config.d_model, rng=rng, dtype=dt)
         if config.pos == "learned":
@@ -134,8 +133,7 @@ class GPT(Module):
                                                 dtype=dt)
         self.blocks = ModuleList([Block(config, rng, i) for i in range(config.n_layers)])
         self.ln_f = _norm(config, dt)
-        positions = np.arange(config.block_size, dtype=np.int64)
-        object.__setattr__(self, "_positions", positions)
+        self._positions = np.arange(config.block_size, dtype=np.int64)   # (block_size,)
 
     def _check_idx(self, idx, name: str) -> np.ndarray:
         a = idx.data if isinstance(idx, Tensor) else np.asarray(idx)

@@ -147,42 +147,33 @@ def train(
     # AdamW(filter(lambda p: p.requires_grad, model.parameters()))
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = AdamW(params, lr=lr, weight_decay=weight_decay)
+    max_norm = math.inf if clip is None else clip  # inf: measure the norm, scale nothing
     result = TrainResult()
     model.train()
     t0 = time.perf_counter()
+
     # Overflow is detected below, by name and step; NumPy's warnings would only add noise.
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        _loop(model, optimizer, params, train_data, block_size, batch_size, steps, clip, rng,
-              on_step, result, t0)
+        for step in range(1, steps + 1):
+            x, y = get_batch(train_data, block_size, batch_size, rng)  # (B, T), (B, T)
+            _, loss = model(x, y)
+            loss_value = float(loss.item())
+            if not math.isfinite(loss_value):
+                raise TrainingDiverged(step, loss_value, "loss", result.losses,
+                                       time.perf_counter() - t0, result.grad_norms)
+            optimizer.zero_grad()
+            loss.backward()
+            norm = clip_grad_norm_(params, max_norm)  # the total norm BEFORE clipping
+            if not math.isfinite(norm):
+                raise TrainingDiverged(step, norm, "gradient norm", result.losses,
+                                       time.perf_counter() - t0, result.grad_norms)
+            optimizer.step()
+            result.losses.append(loss_value)
+            result.grad_norms.append(norm)
+            if on_step is not None:
+                on_step(step, loss_value)
     result.seconds = time.perf_counter() - t0
     return result
-
-
-def _loop(model, optimizer, params, train_data, block_size, batch_size, steps, clip, rng,
-          on_step, result, t0) -> None:
-    """The body of ``train``: one seed-loop iteration per step, appending to ``result``."""
-    for step in range(1, steps + 1):
-        x, y = get_batch(train_data, block_size, batch_size, rng)  # (B, T), (B, T)
-        _, loss = model(x, y)
-        loss_value = float(loss.item())
-        if not math.isfinite(loss_value):
-            raise TrainingDiverged(step, loss_value, "loss", result.losses,
-                                   time.perf_counter() - t0, result.grad_norms)
-        optimizer.zero_grad()
-        loss.backward()
-        if clip is not None:
-            norm = float(clip_grad_norm_(params, clip))
-        else:
-            norm = float(np.sqrt(sum(float(np.vdot(p.grad, p.grad)) for p in params
-                                     if p.grad is not None)))
-        if not math.isfinite(norm):
-            raise TrainingDiverged(step, norm, "gradient norm", result.losses,
-                                   time.perf_counter() - t0, result.grad_norms)
-        optimizer.step()
-        result.losses.append(loss_value)
-        result.grad_norms.append(norm)
-        if on_step is not None:
-            on_step(step, loss_value)
 
 
 def _log_softmax_nll(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:

@@ -134,30 +134,41 @@ class Module:
         return OrderedDict((name, p.data.copy()) for name, p in self.named_parameters())
 
     def load_state_dict(self, state_dict, strict: bool = True) -> None:
-        """Copy arrays into the parameters, in place.
+        """Copy arrays into the parameters, in place (``torch.nn.Module.load_state_dict``).
+
+        Every key and shape is checked before anything is copied, so a failed load leaves the
+        parameters as they were. Arrays are cast to each parameter's dtype.
 
         Args:
-            state_dict: mapping name -> array-like.
+            state_dict: mapping name -> array-like (or Tensor).
             strict (bool): when True, missing or unexpected keys are an error.
 
         Raises:
-            KeyError: on missing or unexpected keys (strict), naming them.
-            ValueError: when an array's shape differs from the parameter's.
+            ValueError: with PyTorch's message (PyTorch raises RuntimeError), one line a problem
+                after ``Error(s) in loading state_dict for GPT:``: ``Missing key(s) in
+                state_dict: "a", "b".`` and ``Unexpected key(s) in state_dict: "c".`` (strict
+                only); ``size mismatch for X: copying a param with shape (9,) from checkpoint,
+                the shape in current model is (8,).``
         """
         own = dict(self.named_parameters())
-        missing = [k for k in own if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in own]
-        if strict and (missing or unexpected):
-            raise KeyError(f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}")
-        for name, p in own.items():
-            if name not in state_dict:
-                continue
-            value = state_dict[name]
-            value = value.data if isinstance(value, Tensor) else np.asarray(value)
-            if value.shape != p.shape:
-                raise ValueError(
-                    f"load_state_dict: {name} has shape {value.shape}, the model expects {p.shape}"
-                )
+        values = {name: (v.data if isinstance(v, Tensor) else np.asarray(v))
+                  for name, v in state_dict.items() if name in own}
+        missing = [f'"{k}"' for k in own if k not in state_dict]
+        unexpected = [f'"{k}"' for k in state_dict if k not in own]
+        errors = []
+        if strict and missing:
+            errors.append(f"Missing key(s) in state_dict: {', '.join(missing)}.")
+        if strict and unexpected:
+            errors.append(f"Unexpected key(s) in state_dict: {', '.join(unexpected)}.")
+        for name, value in values.items():
+            if value.shape != own[name].shape:
+                errors.append(f"size mismatch for {name}: copying a param with shape {value.shape} "
+                              f"from checkpoint, the shape in current model is {own[name].shape}.")
+        if errors:
+            raise ValueError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
+                             + "\n\t".join(errors))
+        for name, value in values.items():
+            p = own[name]
             p._data[...] = value.astype(p.dtype, copy=False)
             p._vc.value += 1
 

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow  # runs the commands as subprocesses; leave out wi
 from experiments import _runner, four_variants
 from experiments._cli import run_main
 from gpt import GPT, GPTConfig
-from gpt.atomic import atomic_write_text
+from experiments._atomic import atomic_write_text
 from gpt.checkpoint import load_checkpoint, save_checkpoint
 from gpt.data import CharTokenizer, eval_windows, load_corpus
 
@@ -31,7 +31,7 @@ TINY = ["--n-layers", "1", "--d-model", "16", "--n-heads", "2", "--block-size", 
 STUDIES = ["experiments.four_variants", "experiments.break_it", "experiments.activations",
            "experiments.positions", "experiments.hidden_stats"]
 COMMANDS = STUDIES + ["experiments.norm_cost", "experiments.break_backward",
-                      "experiments.gradcheck_report", "gpt.generate"]
+                      "experiments.gradcheck_report", "experiments.generate"]
 
 
 def _env():
@@ -47,7 +47,7 @@ def _run(args, cwd, timeout=120, **kw):
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    """A tiny checkpoint with its vocabulary, for gpt.generate."""
+    """A tiny checkpoint with its vocabulary, for experiments.generate."""
     text = load_corpus()
     tok = CharTokenizer(text)
     model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=8, n_layers=1, n_heads=2,
@@ -64,7 +64,7 @@ def _tiny_args(module, tmp_path, checkpoint):
                                       str(tmp_path / "out")],
             "experiments.gradcheck_report": ["--fast"],
             "experiments.break_backward": [],
-            "gpt.generate": ["--checkpoint", str(checkpoint), "--prompt", "It is",
+            "experiments.generate": ["--checkpoint", str(checkpoint), "--prompt", "It is",
                              "--max-new-tokens", "5"]}[module]
 
 
@@ -198,7 +198,7 @@ OTHER_STAGES = {  # command -> (function raising KeyboardInterrupt, arguments)
     "experiments.norm_cost": ("measure_shape", ["--tiny", "--repeats", "1"]),
     "experiments.gradcheck_report": ("run", ["--fast", "--json", "rows.json"]),
     "experiments.break_backward": ("run", ["--json", "rows.json"]),
-    "gpt.generate": ("load_checkpoint", ["--prompt", "It"]),
+    "experiments.generate": ("load_checkpoint", ["--prompt", "It"]),
 }
 
 
@@ -213,7 +213,7 @@ def test_ctrl_c_in_the_other_commands_is_one_line_130_and_nothing_written(
 
     monkeypatch.setattr(mod, attr, interrupt)
     monkeypatch.chdir(tmp_path)
-    if module == "gpt.generate":
+    if module == "experiments.generate":
         args = args + ["--checkpoint", str(checkpoint)]
     elif module == "experiments.norm_cost":
         args = args + ["--output-dir", str(tmp_path / "out")]
@@ -224,8 +224,8 @@ def test_ctrl_c_in_the_other_commands_is_one_line_130_and_nothing_written(
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
-def test_ctrl_c_in_gpt_generate_is_one_line_130(checkpoint, monkeypatch, capsys):
-    import gpt.generate as g
+def test_ctrl_c_in_generate_is_one_line_130(checkpoint, monkeypatch, capsys):
+    import experiments.generate as g
 
     def interrupt(*a, **k):
         raise KeyboardInterrupt
@@ -268,7 +268,7 @@ def test_stdout_to_dev_full_is_one_line_and_exit_2(module, tmp_path, checkpoint)
     assert "Traceback" not in r.stderr
 
 
-@pytest.mark.parametrize("module", ["gpt.generate", "experiments.norm_cost"])
+@pytest.mark.parametrize("module", ["experiments.generate", "experiments.norm_cost"])
 def test_a_closed_pipe_is_quiet_and_keeps_the_status(module, tmp_path, checkpoint):
     proc = subprocess.Popen([sys.executable, "-m", module,
                              *_tiny_args(module, tmp_path, checkpoint)], cwd=tmp_path,

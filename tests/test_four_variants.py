@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from experiments import _runner, four_variants
-from experiments._cli import atomic_write_text, check_output_dir, UsageError
+from experiments._atomic import atomic_write_text
+from experiments._cli import check_output_dir, UsageError
 
 REPO = Path(__file__).resolve().parents[1]
 # The chapter's run_log (chapter "The Details That Matter"), 48-character vocabulary.

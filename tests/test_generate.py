@@ -1,11 +1,11 @@
-"""Tests of gpt.sample.generate, checkpoints carrying the vocabulary, and `python -m gpt.generate`."""
+"""Tests of gpt.sample.generate, checkpoints carrying the vocabulary, experiments.generate."""
 import numpy as np
 import pytest
 
 from gpt import GPT, GPTConfig, load_checkpoint, save_checkpoint
 from gpt.checkpoint import load_tokenizer
 from gpt.data import CharTokenizer
-from gpt import generate as generate_cli
+from experiments import generate as generate_cli
 from gpt.sample import generate
 
 TEXT = "abcdefghijk"          # 11 characters, ids 0..10
@@ -166,6 +166,30 @@ def test_cli_bad_checkpoint_is_one_line_exit_2(tmp_path, capsys):
         assert len(err) == 1 and needle in err[0]
 
 
+
+def test_cli_refuses_a_checkpoint_whose_config_cannot_fit_in_memory(ckpt, tmp_path, capsys):
+    """A hand-edited config claiming 10^9 layers: refused in one line before any allocation."""
+    import json
+    from gpt.checkpoint import META_KEY
+    from experiments._runner import physical_memory
+    if physical_memory() is None:
+        pytest.skip("this platform does not report its physical memory")
+    with np.load(ckpt, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(str(arrays[META_KEY][()]))
+    meta["config"]["n_layers"] = 10**9   # 12 C^2 = 3072 weights a layer: 12 TB in float32
+    arrays[META_KEY] = np.array(json.dumps(meta))
+    edited = tmp_path / "edited.npz"
+    with open(edited, "wb") as f:
+        np.savez(f, **arrays)
+    with pytest.raises(SystemExit) as e:
+        generate_cli.main(["--checkpoint", str(edited), "--prompt", "a"])
+    assert e.value.code == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and "n_layers=1000000000" in err[0] and "GiB of memory" in err[0]
+    assert captured.out == ""
+
 def test_four_variants_checkpoints_generate_text(tmp_path, capsys):
     from experiments import four_variants
     out = tmp_path / "fv"
@@ -184,7 +208,7 @@ def test_module_entry_point_one_line_no_traceback(ckpt):
     import sys
     from pathlib import Path
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-    proc = subprocess.run([sys.executable, "-m", "gpt.generate", "--checkpoint", str(ckpt),
+    proc = subprocess.run([sys.executable, "-m", "experiments.generate", "--checkpoint", str(ckpt),
                            "--prompt", "aé"], env=env, capture_output=True, text=True,
                           encoding="utf-8", timeout=120)
     assert proc.returncode == 2 and proc.stdout == ""

@@ -101,6 +101,30 @@ def test_load_state_dict_accepts_tensors():
     np.testing.assert_array_equal(a.w.data, [2.0, 2.0, 2.0])
 
 
+
+def test_load_state_dict_names_every_mismatch_as_pytorch_does_and_copies_nothing():
+    class M(Module):
+        def __init__(self):
+            super().__init__()
+            self.w = Parameter(np.ones(3))
+            self.b = Parameter(np.zeros(2))
+
+    m = M()
+    with pytest.raises(ValueError) as e:
+        m.load_state_dict({"w": np.full(4, 7.0), "extra": np.ones(1)})   # b missing, w (4,)
+    assert str(e.value).splitlines() == [
+        "Error(s) in loading state_dict for M:",
+        '\tMissing key(s) in state_dict: "b".',
+        '\tUnexpected key(s) in state_dict: "extra".',
+        "\tsize mismatch for w: copying a param with shape (4,) from checkpoint, the shape in "
+        "current model is (3,)."]
+    np.testing.assert_array_equal(m.w.data, np.ones(3))      # nothing was copied
+    m.load_state_dict({"w": np.full(3, 7.0), "extra": np.ones(1)}, strict=False)
+    np.testing.assert_array_equal(m.w.data, np.full(3, 7.0))
+    np.testing.assert_array_equal(m.b.data, np.zeros(2))
+    with pytest.raises(ValueError, match="size mismatch for b"):     # shapes even when not strict
+        m.load_state_dict({"b": np.ones(3)}, strict=False)
+
 def test_gradcheck_hints_at_an_ignored_upstream_gradient_on_a_scalar_output():
     class SquareIgnoresUpstream(Function):
         @staticmethod

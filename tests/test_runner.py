@@ -54,6 +54,14 @@ def test_jobs_2_gives_the_numbers_of_a_serial_run(two_seeds):
     assert (a / "run_log.txt").read_text() == (b / "run_log.txt").read_text()
 
 
+
+def test_multi_seed_table_rows_have_no_trailing_whitespace(two_seeds):
+    _, root = two_seeds
+    lines = (root / "serial" / "run_log.txt").read_text().splitlines()
+    rows = [ln for ln in lines if "2/2" in ln]          # the table's "seeds ok" column
+    assert len(rows) == 4                                # one row a variant
+    assert [ln for ln in lines if ln != ln.rstrip()] == []
+
 def test_curves_csv_has_every_step_of_every_run(two_seeds):
     _, root = two_seeds
     res, rows, _ = _load(root / "serial")

@@ -66,6 +66,25 @@ def test_train_matches_the_seed_loop_written_out(corpus):
     assert all(np.array_equal(sa[k], sb[k]) for k in sa)
 
 
+
+@pytest.mark.parametrize("clip", [None, 0.5])
+def test_recorded_gradient_norm_is_the_total_norm_before_clipping(corpus, clip):
+    """grad_norms[i] is sqrt(sum of every squared gradient) BEFORE clipping (PyTorch's
+    clip_grad_norm_ return value); clip=None measures it and leaves the gradients alone."""
+    tok, tr, _ = corpus
+    cfg = small_config(tok.vocab_size, dtype="float64")
+    model = GPT(cfg, seed=3)
+    x, y = get_batch(tr, cfg.block_size, 8, np.random.default_rng(5))  # train's first batch
+    _, loss = model(x, y)
+    loss.backward()
+    expected = math.sqrt(sum(float(np.sum(p.grad ** 2)) for p in model.parameters()))
+    assert expected > 0.5                                          # so clipping at 0.5 acts
+    model.zero_grad()
+    res = train(model, tr, steps=1, batch_size=8, seed=5, clip=clip)
+    assert res.grad_norms[0] == pytest.approx(expected, rel=1e-10)
+    after = math.sqrt(sum(float(np.sum(p.grad ** 2)) for p in model.parameters()))
+    assert after == pytest.approx(expected if clip is None else 0.5, rel=1e-6)
+
 def test_same_arguments_same_numbers(corpus):
     tok, tr, va = corpus
     cfg = small_config(tok.vocab_size, norm="rms", mlp="swiglu")

@@ -1,7 +1,13 @@
-"""Atomic file writes: a temporary file in the destination's directory, then ``os.replace``.
+"""Atomic output for the commands: a run's files appear all together, or not at all.
 
-A reader never sees a half-written file, and an interrupted write leaves no file behind. Used
-by ``gpt.checkpoint`` and by the command-line tools in ``experiments``.
+- ``AtomicGroup``: stage several files beside their destinations, then move them all into
+  place with ``os.replace``; a failure puts back what was moved, Ctrl-C cannot split the move.
+- ``atomic_write_text``: the same for a single text file.
+- ``check_replaceable``: refuse to replace a directory, a device, a FIFO or a socket.
+
+A reader never sees a half-written file, and an interrupted run leaves none behind: each file
+is written as a temporary file in its destination's directory (same filesystem, so
+``os.replace`` is atomic) and removed if anything fails.
 """
 from __future__ import annotations
 
@@ -13,12 +19,11 @@ import stat
 import tempfile
 import threading
 from pathlib import Path
-from typing import IO, Iterator, Union
+from typing import Union
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-__all__ = ["atomic_writer", "atomic_write_text", "atomic_write_bytes", "AtomicGroup",
-           "check_replaceable"]
+__all__ = ["AtomicGroup", "atomic_write_text", "check_replaceable"]
 
 
 def check_replaceable(path: PathLike) -> None:
@@ -41,52 +46,14 @@ def check_replaceable(path: PathLike) -> None:
                                 "replace it", str(path))
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-@contextlib.contextmanager
-def atomic_writer(path: PathLike, mode: str = "w", encoding: str = "utf-8") -> Iterator[IO]:
-    """Context manager yielding a file object whose content replaces ``path`` atomically on exit.
-
-    The temporary file lives in ``path``'s directory (same filesystem, so ``os.replace`` is
-    atomic); it is removed if the block raises. ``mode`` is ``"w"`` (text) or ``"wb"``.
-    A ``path`` that is a device, FIFO or socket is refused (``check_replaceable``).
-    """
-    if mode not in ("w", "wb"):
-        raise ValueError(f"mode must be 'w' or 'wb', got {mode!r}")
-    dest = Path(path)
-    check_replaceable(dest)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=str(dest.parent))
-    try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
-        if mode == "w":
-            f = os.fdopen(fd, "w", encoding=encoding, newline="\n")
-        else:
-            f = os.fdopen(fd, "wb")
-        with f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, dest)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def atomic_write_text(path: PathLike, text: str, encoding: str = "utf-8") -> None:
-    """Write ``text`` to ``path`` atomically (temporary file + ``os.replace``)."""
-    with atomic_writer(path, "w", encoding=encoding) as f:
-        f.write(text)
+    """Write ``text`` to ``path`` atomically (temporary file + ``os.replace``).
 
-
-def atomic_write_bytes(path: PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temporary file + ``os.replace``)."""
-    with atomic_writer(path, "wb") as f:
-        f.write(data)
+    Raises:
+        IsADirectoryError / OSError: as ``check_replaceable``, or from writing.
+    """
+    with AtomicGroup() as group:
+        group.write_text(path, text, encoding=encoding)
 
 
 class AtomicGroup:
@@ -116,7 +83,7 @@ class AtomicGroup:
     """
 
     def __init__(self) -> None:
-        self._staged = []  # (tmp, dest)
+        self._staged = []  # (tmp, dest); tmp None: remove dest
         self.interrupted = False
 
     def stage(self, dest: PathLike) -> Path:
@@ -125,7 +92,9 @@ class AtomicGroup:
         check_replaceable(dest)
         fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=str(dest.parent))
         os.close(fd)
-        os.chmod(tmp, 0o666 & ~_umask())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the usual permissions
         self._staged.append((Path(tmp), dest))
         return Path(tmp)
 

@@ -1,4 +1,4 @@
-"""Generate text from a checkpoint: ``python -m gpt.generate --checkpoint PATH --prompt TEXT``.
+"""Generate text from a checkpoint: ``python -m experiments.generate --checkpoint P --prompt T``.
 
 Loads a ``gpt.save_checkpoint`` file (parameters, config and character vocabulary), encodes the
 prompt with the stored vocabulary, extends it with ``gpt.sample.generate`` (nanoGPT's sampling:
@@ -8,70 +8,53 @@ prompt followed by the new characters on stdout.
 Usage::
 
     python -m experiments.four_variants --tiny --save-checkpoints
-    python -m gpt.generate --checkpoint outputs/four_variants/rms_swiglu.npz \\
+    python -m experiments.generate --checkpoint outputs/four_variants/rms_swiglu.npz \\
         --prompt "It is a truth" --max-new-tokens 200 --temperature 0.8 --top-k 10 --seed 1
 
 Exit status: 0 text printed; 2 bad input (a missing or invalid checkpoint, one without a
-vocabulary, a prompt character outside the vocabulary, a bad option) or stdout cannot be
+vocabulary or whose config would not fit in memory, a prompt character outside the
+vocabulary, a bad option) or stdout cannot be
 written (``> /dev/full``): one line on stderr, no traceback; 130 interrupted (Ctrl-C), one line.
 A closed pipe (``| head -c 20``) is quiet.
 """
 from __future__ import annotations
 
 import argparse
-import math
 from typing import NoReturn, Optional, Sequence
 
 import numpy as np
 
-from .checkpoint import load_checkpoint, load_tokenizer
-from .cli import ArgumentParser, Printer, fail, int_arg, run_main
-from .sample import generate
+from gpt.checkpoint import load_checkpoint, load_config, load_tokenizer
+from gpt.sample import generate
 
-PROG = "python -m gpt.generate"
+from experiments._cli import (ArgumentParser, Printer, fail, nonnegative_float, nonnegative_int,
+                              positive_int, run_main)
+from experiments._runner import memory_lower_bound, physical_memory
 
-
-def _fail(message: str) -> NoReturn:
-    fail(PROG, message)
-
-
-def _int_at_least(lo: int):
-    def parse(text: str) -> int:
-        v = int_arg(text)
-        if v < lo:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {lo}, got {text!r}")
-        return v
-    return parse
-
+PROG = "python -m experiments.generate"
 
 #: Upper bound of --max-new-tokens: the text is printed when it is complete, so a mistyped count
 #: would otherwise run for hours with nothing to show.
 MAX_NEW_TOKENS = 1_000_000
 
 
+def _fail(message: str) -> NoReturn:
+    fail(PROG, message)
+
+
 def _max_new_tokens(text: str) -> int:
-    v = _int_at_least(0)(text)
+    v = nonnegative_int(text)
     if v > MAX_NEW_TOKENS:
         raise argparse.ArgumentTypeError(
             f"{text} is more than the maximum of {MAX_NEW_TOKENS:,} characters")
     return v
 
 
-def _temperature(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(v) or v < 0:
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
-    return v
-
-
 def build_parser() -> ArgumentParser:
     """The command's argument parser (one-line errors, exit status 2)."""
     p = ArgumentParser(prog=PROG, description="Generate text from a minigrad-gpt checkpoint.",
-                       epilog="Exit status: 0 done; 2 bad input or stdout not writable (one line on "
-                              "stderr); 130 interrupted.")
+                       epilog="Exit status: 0 done; 2 bad input or stdout not writable (one "
+                              "line on stderr); 130 interrupted.")
     p.add_argument("--checkpoint", required=True, metavar="PATH",
                    help="a .npz written by gpt.save_checkpoint (e.g. four_variants "
                         "--save-checkpoints)")
@@ -79,11 +62,11 @@ def build_parser() -> ArgumentParser:
                    help="the text to continue (every character must be in the vocabulary)")
     p.add_argument("--max-new-tokens", type=_max_new_tokens, default=200, metavar="N",
                    help=f"characters to generate, at most {MAX_NEW_TOKENS:,} (default 200)")
-    p.add_argument("--temperature", type=_temperature, default=1.0, metavar="T",
+    p.add_argument("--temperature", type=nonnegative_float, default=1.0, metavar="T",
                    help="softmax temperature, >= 0; 0 is greedy (default 1.0)")
-    p.add_argument("--top-k", type=_int_at_least(1), default=None, metavar="K",
+    p.add_argument("--top-k", type=positive_int, default=None, metavar="K",
                    help="sample only among the K most likely characters (default: all)")
-    p.add_argument("--seed", type=_int_at_least(0), default=0, metavar="S",
+    p.add_argument("--seed", type=nonnegative_int, default=0, metavar="S",
                    help="seed of the sampling generator (default 0)")
     return p
 
@@ -95,6 +78,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         _fail("--checkpoint: empty path")
     if args.prompt == "":
         _fail("--prompt is empty: give at least one character to continue")
+    try:
+        config = load_config(args.checkpoint)
+    except (OSError, ValueError, TypeError) as e:
+        _fail(str(e))
+    need, have = memory_lower_bound(config, batch_size=1, training=False), physical_memory()
+    if have and need > have:  # a hand-edited config would otherwise allocate until killed
+        _fail(f"checkpoint {args.checkpoint}: its config (n_layers={config.n_layers}, "
+              f"d_model={config.d_model}, vocab_size={config.vocab_size}) needs at least "
+              f"{need / 2**30:.1f} GiB of memory, more than this machine's {have / 2**30:.1f} GiB")
     try:
         model = load_checkpoint(args.checkpoint)
         tokenizer = load_tokenizer(args.checkpoint)
