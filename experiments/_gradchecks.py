@@ -8,7 +8,6 @@ central-difference step ``EPS``, and an entry passes when
 """
 from __future__ import annotations
 
-import json
 import math
 from typing import Callable, Optional, Sequence
 
