@@ -88,11 +88,7 @@ def norm_param(t: Any, name: str, xa: np.ndarray, fn: str, fill: float) -> Any:
     if t is None:
         return np.full(C, fill, dtype=xa.dtype)
     t, a = float_input(t, name, fn)
-    if a.shape != (C,):
-        raise ValueError(
-            f"{fn}: {name} has shape {a.shape}, expected ({C},) to match the last axis of x "
-            f"(x has shape {xa.shape})"
-        )
+    shape_is(a, (C,), name, fn, f" to match the last axis of x (x has shape {xa.shape})")
     same_dtype(a, name, xa, "x", fn)
     return t
 
@@ -107,16 +103,78 @@ def same_dtype(a: np.ndarray, name: str, ref: np.ndarray, ref_name: str, fn: str
         raise TypeError(f"{fn}: {name} is {a.dtype} but {ref_name} is {ref.dtype}; use one dtype")
 
 
-def last_dim(a: np.ndarray, fn: str, what: str) -> int:
-    """The size C of x's last axis, which must exist; ``what`` says what it is, for the
-    message (e.g. "the normalized one").
+def last_dim(a: np.ndarray, fn: str, what: str, name: str = "x") -> int:
+    """The size C of the input's last axis, which must exist; ``what`` says what that axis
+    is, for the message (e.g. "the normalized one").
 
     Raises:
-        ValueError: if x is 0-d.
+        ValueError: if the input is 0-d.
     """
     if a.ndim == 0:
-        raise ValueError(f"{fn}: x must have at least one axis ({what})")
+        raise ValueError(f"{fn}: {name} must have at least one axis ({what}), got a 0-d array")
     return a.shape[-1]
+
+
+def axis_index(axis: Any, a: np.ndarray, fn: str) -> int:
+    """``int(axis)`` for an axis of x's array ``a`` (PyTorch's ``dim``): an integer with
+    -ndim <= axis < ndim, of an axis that is not empty.
+
+    Raises:
+        TypeError: a non-integer axis.
+        ValueError: a 0-d x, an axis out of range, or an empty axis.
+    """
+    axis = integer(axis, "axis", fn)
+    last_dim(a, fn, "the one to normalise")
+    if not -a.ndim <= axis < a.ndim:
+        raise ValueError(f"{fn}: axis {axis} out of range for x of shape {a.shape}")
+    if a.shape[axis] == 0:
+        raise ValueError(f"{fn}: axis {axis} of x (shape {a.shape}) is empty")
+    return axis
+
+
+def shape_is(a: np.ndarray, expected: Tuple[Any, ...], name: str, fn: str,
+             note: str = "") -> None:
+    """Check ``a.shape`` against ``expected``, a tuple of sizes where a str entry (a letter
+    such as "H") matches any size; ``note`` ends the message (where the sizes come from).
+
+    Raises:
+        ValueError: naming both shapes.
+    """
+    ok = a.ndim == len(expected) and all(
+        isinstance(e, str) or e == n for e, n in zip(expected, a.shape))
+    if not ok:
+        shown = "(" + ", ".join(str(e) for e in expected) + ("," if len(expected) == 1 else "") + ")"
+        raise ValueError(f"{fn}: {name} has shape {a.shape}, expected {shown}{note}")
+
+
+def non_empty(a: np.ndarray, name: str, fn: str) -> None:
+    """Check that the array has at least one element.
+
+    Raises:
+        ValueError: if ``a.size == 0``.
+    """
+    if a.size == 0:
+        raise ValueError(f"{fn}: {name} is empty (shape {a.shape})")
+
+
+def index_range(a: np.ndarray, n: int, name: str, fn: str, what: str = "index",
+                ignore_index: Optional[int] = None) -> None:
+    """Check that every entry of the integer array ``a`` lies in [0, n) (an embedding's
+    rows, cross-entropy's classes), entries equal to ``ignore_index`` excepted. Negative
+    entries are refused, not wrapped. ``what`` names one entry in the message.
+
+    Raises:
+        IndexError: naming the first bad entry and how many there are (PyTorch raises
+            IndexError for both an embedding index and a cross-entropy target out of range).
+    """
+    bad = (a < 0) | (a >= n)
+    if ignore_index is not None:
+        bad &= a != ignore_index
+    if bad.any():
+        first = int(a.reshape(-1)[np.flatnonzero(bad.reshape(-1))[0]])
+        ignored = "" if ignore_index is None else f"; ignore_index is {ignore_index}"
+        raise IndexError(f"{fn}: {what} {first} out of range [0, {n}) in {name} "
+                         f"({int(bad.sum())} of {a.size} out of range{ignored})")
 
 
 # ------------------------------------------------------------------------- scalar arguments
@@ -157,6 +215,68 @@ def positive_int(v: Any, name: str, fn: str) -> int:
     return v
 
 
+def positive_number(v: Any, name: str, fn: str) -> float:
+    """``float(v)`` for a real argument that must be finite and > 0 (bools refused).
+
+    Raises:
+        TypeError: if ``v`` is not a real number.
+        ValueError: if it is NaN, infinite or <= 0.
+    """
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise TypeError(f"{fn}: {name} must be a number, got {v!r}")
+    if not np.isfinite(v) or v <= 0:
+        raise ValueError(f"{fn}: {name} must be a finite number > 0, got {v!r}")
+    return float(v)
+
+
+def unit_interval(v: Any, name: str, fn: str) -> float:
+    """``float(v)`` for a real argument in [0, 1] (bools refused).
+
+    Raises:
+        ValueError: for anything else.
+    """
+    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0.0 <= v <= 1.0:
+        raise ValueError(f"{fn}: {name} must be a number in [0, 1], got {v!r}")
+    return float(v)
+
+
+def boolean(v: Any, name: str, fn: str) -> bool:
+    """``bool(v)`` for a flag, a Python or NumPy bool.
+
+    Raises:
+        TypeError: for anything else (an int included).
+    """
+    if not isinstance(v, (bool, np.bool_)):
+        raise TypeError(f"{fn}: {name} must be a bool, got {type(v).__name__}")
+    return bool(v)
+
+
+def choice(v: Any, choices: Tuple[str, ...], name: str, fn: str) -> str:
+    """``v`` for an argument that must be one of ``choices``.
+
+    Raises:
+        ValueError: for anything else.
+    """
+    if v not in choices:
+        raise ValueError(f"{fn}: {name} must be one of {choices}, got {v!r}")
+    return v
+
+
+def alias(value: Any, other: Any, name: str, other_name: str, default: Any, fn: str) -> Any:
+    """The one of ``value`` (argument ``name``, default ``default``) and its PyTorch alias
+    ``other`` (argument ``other_name``, default None) that was given, e.g. softmax's
+    ``axis`` / ``dim``.
+
+    Raises:
+        TypeError: if both were given.
+    """
+    if other is None:
+        return value
+    if value != default:
+        raise TypeError(f"{fn}: got both {name}= and {other_name}= (the same argument); use one")
+    return other
+
+
 def float_dtype(dtype: Any, fn: str) -> np.dtype:
     """``np.dtype(dtype)`` for a dtype argument, which must be floating.
 
@@ -169,7 +289,37 @@ def float_dtype(dtype: Any, fn: str) -> np.dtype:
     return dt
 
 
-# ----------------------------------------------------------------------------- RoPE
+# ------------------------------------------------------------------- attention and RoPE
+
+def divides(n_heads: int, d_model: int, fn: str) -> int:
+    """The head size ``d_model // n_heads``, after checking that ``n_heads`` divides
+    ``d_model`` (multi-head attention splits the width C into H equal heads).
+
+    Raises:
+        ValueError: if it does not.
+    """
+    if d_model % n_heads:
+        raise ValueError(f"{fn}: n_heads={n_heads} does not divide d_model={d_model}")
+    return d_model // n_heads
+
+
+def qkv_shapes(qa: np.ndarray, ka: np.ndarray, va: np.ndarray, fn: str) -> None:
+    """Check that attention's q (..., Tq, hs), k (..., Tk, hs), v (..., Tk, hv) fit together:
+    the same leading dims, q and k of one head size, k and v of one length, and none empty.
+
+    Raises:
+        ValueError: naming the shapes that do not fit.
+    """
+    if not (qa.shape[:-2] == ka.shape[:-2] == va.shape[:-2]):
+        raise ValueError(f"{fn}: leading dims of q {qa.shape}, k {ka.shape}, v {va.shape} "
+                         f"must be equal")
+    if qa.shape[-1] != ka.shape[-1]:
+        raise ValueError(f"{fn}: q and k head sizes differ: q {qa.shape}, k {ka.shape}")
+    if ka.shape[-2] != va.shape[-2]:
+        raise ValueError(f"{fn}: k and v lengths differ: k {ka.shape}, v {va.shape}")
+    if qa.shape[-2] == 0 or ka.shape[-2] == 0 or qa.shape[-1] == 0:
+        raise ValueError(f"{fn}: empty sequence or head: q {qa.shape}, k {ka.shape}")
+
 
 def even_head_dim(head_dim: int, fn: str, got: Optional[str] = None) -> None:
     """Check that a head size suits RoPE, which rotates pairs (x[2i], x[2i+1]): even and >= 2.

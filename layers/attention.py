@@ -35,7 +35,7 @@ import numpy as np
 
 from minigrad import Function
 
-from ._checks import same_dtype, sequence_input
+from ._checks import boolean, qkv_shapes, same_dtype, sequence_input
 
 __all__ = ["scaled_dot_product_attention", "attention_forward", "attention_backward",
            "AttentionFunction"]
@@ -135,15 +135,6 @@ def scaled_dot_product_attention(q, k, v, is_causal=False):
     v, va = sequence_input(v, "v", fn)
     same_dtype(ka, "k", qa, "q", fn)
     same_dtype(va, "v", qa, "q", fn)
-    if not isinstance(is_causal, (bool, np.bool_)):
-        raise TypeError(f"{fn}: is_causal must be a bool, got {type(is_causal).__name__}")
-    if not (qa.shape[:-2] == ka.shape[:-2] == va.shape[:-2]):
-        raise ValueError(f"{fn}: leading dims of q {qa.shape}, k {ka.shape}, v {va.shape} "
-                         f"must be equal")
-    if qa.shape[-1] != ka.shape[-1]:
-        raise ValueError(f"{fn}: q and k head sizes differ: q {qa.shape}, k {ka.shape}")
-    if ka.shape[-2] != va.shape[-2]:
-        raise ValueError(f"{fn}: k and v lengths differ: k {ka.shape}, v {va.shape}")
-    if qa.shape[-2] == 0 or ka.shape[-2] == 0 or qa.shape[-1] == 0:
-        raise ValueError(f"{fn}: empty sequence or head: q {qa.shape}, k {ka.shape}")
-    return AttentionFunction.apply(q, k, v, is_causal=bool(is_causal))
+    is_causal = boolean(is_causal, "is_causal", fn)
+    qkv_shapes(qa, ka, va, fn)
+    return AttentionFunction.apply(q, k, v, is_causal=is_causal)

@@ -31,13 +31,12 @@ Derivation: docs/derivations.md, section Cross-entropy.
 """
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
 from minigrad import Function
 
-from ._checks import float_input, int_input, integer
+from ._checks import (choice, float_input, index_range, int_input, integer, last_dim, non_empty,
+                      shape_is, unit_interval)
 
 __all__ = ["cross_entropy", "cross_entropy_forward", "cross_entropy_backward",
            "CrossEntropyFunction"]
@@ -141,17 +140,6 @@ class CrossEntropyFunction(Function):
         return cross_entropy_backward(dloss, (probs, t, valid, *ctx.rest)), None
 
 
-def _check_options(reduction, ignore_index, label_smoothing) -> None:
-    """Raise on an unknown reduction, a non-integer ignore_index or a smoothing outside [0, 1]."""
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"cross_entropy: reduction must be one of {REDUCTIONS}, got {reduction!r}")
-    integer(ignore_index, "ignore_index", "cross_entropy")
-    if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, numbers.Real) \
-            or not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(
-            f"cross_entropy: label_smoothing must be a number in [0, 1], got {label_smoothing!r}")
-
-
 def cross_entropy(logits, targets, reduction: str = "mean", ignore_index: int = -100,
                   label_smoothing: float = 0.0):
     """Cross-entropy of ``logits`` against class indices ``targets``
@@ -177,28 +165,20 @@ def cross_entropy(logits, targets, reduction: str = "mean", ignore_index: int = 
     Raises:
         TypeError: non-floating logits; targets not of an integer dtype (floats, bools);
             a non-integer ignore_index.
-        ValueError: logits with no class axis or no rows, targets of the wrong shape, a target
-            outside [0, V) other than ignore_index (the message names the first bad one), an
-            unknown reduction, or label_smoothing outside [0, 1].
+        ValueError: logits with no class axis, empty logits (no rows or no classes), targets of
+            the wrong shape, an unknown reduction, or label_smoothing outside [0, 1].
+        IndexError: a target outside [0, V) other than ignore_index (the message names the
+            first bad one), as in PyTorch.
     """
-    logits, xa = float_input(logits, "logits", "cross_entropy")
-    if xa.ndim < 1 or xa.shape[-1] == 0:
-        raise ValueError(f"cross_entropy: logits must be (N, V) with V >= 1, got shape {xa.shape}")
-    ta = int_input(targets, "targets", "cross_entropy")
-    if ta.shape != xa.shape[:-1]:
-        raise ValueError(
-            f"cross_entropy: targets of shape {ta.shape} do not match logits of shape {xa.shape}; "
-            f"expected targets of shape {xa.shape[:-1]}")
-    if ta.size == 0:
-        raise ValueError("cross_entropy: no rows (N = 0); the mean is undefined")
-    _check_options(reduction, ignore_index, label_smoothing)
-    V = xa.shape[-1]
-    bad = ((ta < 0) | (ta >= V)) & (ta != ignore_index)
-    if bad.any():
-        first = ta.reshape(-1)[np.flatnonzero(bad.reshape(-1))[0]]
-        raise ValueError(
-            f"cross_entropy: target {int(first)} out of range [0, {V}) "
-            f"({int(bad.sum())} target(s) out of range; ignore_index is {ignore_index})")
+    fn = "cross_entropy"
+    logits, xa = float_input(logits, "logits", fn)
+    V = last_dim(xa, fn, "the class axis V", name="logits")
+    non_empty(xa, "logits", fn)
+    ta = int_input(targets, "targets", fn)
+    shape_is(ta, xa.shape[:-1], "targets", fn, f" (logits' shape {xa.shape} without V)")
+    reduction = choice(reduction, REDUCTIONS, "reduction", fn)
+    ignore_index = integer(ignore_index, "ignore_index", fn)
+    label_smoothing = unit_interval(label_smoothing, "label_smoothing", fn)
+    index_range(ta, V, "targets", fn, what="target", ignore_index=ignore_index)
     return CrossEntropyFunction.apply(logits, ta.astype(np.intp, copy=False), reduction=reduction,
-                                      ignore_index=int(ignore_index),
-                                      label_smoothing=float(label_smoothing))
+                                      ignore_index=ignore_index, label_smoothing=label_smoothing)

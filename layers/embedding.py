@@ -28,7 +28,7 @@ import numpy as np
 
 from minigrad import Function
 
-from ._checks import int_input, matrix_input
+from ._checks import index_range, int_input, matrix_input
 
 __all__ = ["embedding", "embedding_forward", "embedding_backward", "EmbeddingFunction"]
 
@@ -107,11 +107,5 @@ def embedding(idx, weight):
     """
     ia = int_input(idx, "idx", "embedding")
     weight, wa = matrix_input(weight, "weight", "embedding", "(num_embeddings, embedding_dim)")
-    V = wa.shape[0]
-    if ia.size:
-        lo, hi = ia.min(), ia.max()
-        if lo < 0 or hi >= V:
-            bad = int(lo) if lo < 0 else int(hi)
-            raise IndexError(f"embedding: index {bad} out of range [0, {V}) for weight of shape "
-                             f"{wa.shape}")
+    index_range(ia, wa.shape[0], "idx", "embedding")
     return EmbeddingFunction.apply(weight, ia.astype(np.intp, copy=False))

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from minigrad import Function
 
-from ._checks import float_input, matrix_input, same_dtype
+from ._checks import float_input, last_dim, matrix_input, same_dtype, shape_is
 
 __all__ = ["linear", "linear_forward", "linear_backward", "LinearFunction"]
 
@@ -103,14 +103,13 @@ def linear(x, weight, bias=None):
         ValueError: weight not 2-d, in_features mismatch, bias of the wrong shape, 0-d x.
     """
     x, xa = float_input(x, "x", "linear")
+    C = last_dim(xa, "linear", "in_features")
     weight, wa = matrix_input(weight, "weight", "linear", "(out_features, in_features)", like=xa)
-    if xa.ndim < 1 or xa.shape[-1] != wa.shape[1]:
-        raise ValueError(f"linear: x of shape {xa.shape} does not end in in_features = "
-                         f"{wa.shape[1]} (weight {wa.shape})")
+    shape_is(wa, ("out_features", C), "weight", "linear",
+             f" (in_features = {C}, the last axis of x of shape {xa.shape})")
     if bias is None:
         return LinearFunction.apply(x, weight)
     bias, ba = float_input(bias, "bias", "linear")
     same_dtype(ba, "bias", xa, "x", "linear")
-    if ba.shape != (wa.shape[0],):
-        raise ValueError(f"linear: bias must have shape ({wa.shape[0]},), got {ba.shape}")
+    shape_is(ba, (wa.shape[0],), "bias", "linear", " (out_features of weight)")
     return LinearFunction.apply(x, weight, bias)

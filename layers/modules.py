@@ -23,7 +23,7 @@ import numpy as np
 
 from minigrad import Module, Parameter, Tensor
 
-from ._checks import even_head_dim, float_dtype, positive_int
+from ._checks import check_eps, divides, even_head_dim, float_dtype, positive_int
 from .functional import (apply_rope, build_rope_cache, embedding, gelu, layer_norm, linear,
                          relu2, rms_norm, scaled_dot_product_attention, swiglu)
 
@@ -46,10 +46,16 @@ def _rng(rng) -> np.random.Generator:
 
 def _init_norm(m: Module, d, eps, dtype) -> None:
     """Set what LayerNorm and RMSNorm share: ``m.eps`` (a float, or None) and the gain
-    ``m.weight`` (C,) = 1 of the given floating dtype."""
+    ``m.weight`` (C,) = 1 of the given floating dtype.
+
+    Raises:
+        TypeError: a non-integer d or a non-floating dtype.
+        ValueError: d <= 0, or an eps that is not a finite number >= 0 (checked here, not at
+            the first forward).
+    """
     fn = type(m).__name__
     d = positive_int(d, "d", fn)
-    m.eps = None if eps is None else float(eps)
+    m.eps = None if eps is None else check_eps(eps, fn)
     m.weight = Parameter(np.ones(d, dtype=float_dtype(dtype, fn)))
 
 
@@ -277,9 +283,8 @@ class CausalSelfAttention(Module):
         super().__init__()
         d_model = positive_int(d_model, "d_model", "CausalSelfAttention")
         n_heads = positive_int(n_heads, "n_heads", "CausalSelfAttention")
-        if d_model % n_heads:
-            raise ValueError(f"n_heads={n_heads} does not divide d_model={d_model}")
-        self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
+        self.d_model, self.n_heads = d_model, n_heads
+        self.head_dim = divides(n_heads, d_model, "CausalSelfAttention")
         self.rope = bool(rope)
         self.block_size = positive_int(block_size, "block_size", "CausalSelfAttention")
         if self.rope:

@@ -31,7 +31,8 @@ import numpy as np
 
 from minigrad import Function
 
-from ._checks import even_head_dim, float_dtype, integer, positive_int, rope_table, sequence_input
+from ._checks import (even_head_dim, float_dtype, integer, positive_int, positive_number, rope_table,
+                      sequence_input)
 
 __all__ = ["build_rope_cache", "apply_rope", "rope_forward", "rope_backward", "rotate_half",
            "RoPEFunction"]
@@ -118,17 +119,17 @@ def build_rope_cache(seq_len, head_dim, base=10000, dtype=np.float32):
         same angle (each angle repeated for its interleaved pair).
 
     Raises:
-        ValueError: if head_dim is odd or < 2, seq_len < 1, or base <= 0.
-        TypeError: if seq_len/head_dim are not integers or dtype is not floating.
+        ValueError: if head_dim is odd or < 2, seq_len < 1, or base is not finite and > 0.
+        TypeError: if seq_len/head_dim are not integers, base is not a real number, or dtype
+            is not floating.
     """
     seq_len = positive_int(seq_len, "seq_len", "build_rope_cache")
     head_dim = integer(head_dim, "head_dim", "build_rope_cache")
     even_head_dim(head_dim, "build_rope_cache")
-    if not base > 0:
-        raise ValueError(f"build_rope_cache: base must be > 0, got {base}")
+    base = positive_number(base, "base", "build_rope_cache")
     dtype = float_dtype(dtype, "build_rope_cache")
     half = head_dim // 2
-    inv_freq = float(base) ** (-2.0 * np.arange(half, dtype=np.float64) / head_dim)  # (hs/2,)
+    inv_freq = base ** (-2.0 * np.arange(half, dtype=np.float64) / head_dim)  # (hs/2,)
     pos = np.arange(seq_len, dtype=np.float64)                                      # (T,)
     angles = np.outer(pos, inv_freq)                                                 # (T, hs/2)
     cos = np.repeat(np.cos(angles), 2, axis=-1).astype(dtype)                        # (T, hs)

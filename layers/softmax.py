@@ -26,7 +26,7 @@ import numpy as np
 
 from minigrad import Function
 
-from ._checks import float_input, integer
+from ._checks import alias, axis_index, float_input
 
 __all__ = ["softmax", "softmax_forward", "softmax_backward", "SoftmaxFunction"]
 
@@ -101,16 +101,7 @@ def softmax(x, axis=-1, *, dim=None):
         TypeError: non-floating x, a non-integer axis, or both ``axis`` and ``dim`` given.
         ValueError: a 0-d x, an axis out of range, or an empty axis.
     """
-    if dim is not None:
-        if axis != -1:
-            raise TypeError("softmax: got both axis= and dim= (the same argument); use one")
-        axis = dim
+    axis = alias(axis, dim, "axis", "dim", -1, "softmax")
     x, xa = float_input(x, "x", "softmax")
-    axis = integer(axis, "axis", "softmax")
-    if xa.ndim == 0:
-        raise ValueError("softmax: x must have at least one dimension")
-    if not -xa.ndim <= axis < xa.ndim:
-        raise ValueError(f"softmax: axis {axis} out of range for x of shape {xa.shape}")
-    if xa.shape[axis] == 0:
-        raise ValueError(f"softmax: axis {axis} of x (shape {xa.shape}) is empty")
+    axis = axis_index(axis, xa, "softmax")
     return SoftmaxFunction.apply(x, axis=axis)

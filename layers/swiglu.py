@@ -39,7 +39,7 @@ import numpy as np
 
 from minigrad import Tensor
 
-from ._checks import float_input, last_dim, matrix_input
+from ._checks import float_input, last_dim, matrix_input, shape_is
 from ._function import PairFunction
 from .silu import dsilu, sigmoid_stable
 
@@ -118,18 +118,13 @@ def swiglu(x, w_gate, w_up, w_down) -> Tensor:
         ValueError: x with no axis, weights that are not 2-D, or shapes that do not chain
             (w_gate (H, C) with C = x.shape[-1], w_up of w_gate's shape, w_down (O, H)).
     """
-    x, xa = float_input(x, "x", "swiglu")
-    C = last_dim(xa, "swiglu", "the feature axis")
-    w_gate, wg = matrix_input(w_gate, "w_gate", "swiglu", "(out, in)", like=xa)
-    w_up, wu = matrix_input(w_up, "w_up", "swiglu", "(out, in)", like=xa)
-    w_down, wd = matrix_input(w_down, "w_down", "swiglu", "(out, in)", like=xa)
-    if wg.shape[1] != C:
-        raise ValueError(
-            f"swiglu: w_gate has shape {wg.shape}, expected (H, {C}) for x of shape {xa.shape}"
-        )
-    if wu.shape != wg.shape:
-        raise ValueError(f"swiglu: w_up has shape {wu.shape}, expected w_gate's shape {wg.shape}")
-    if wd.shape[1] != wg.shape[0]:
-        H = wg.shape[0]
-        raise ValueError(f"swiglu: w_down has shape {wd.shape}, expected (O, {H}) (H = {H})")
+    fn = "swiglu"
+    x, xa = float_input(x, "x", fn)
+    C = last_dim(xa, fn, "the feature axis")
+    w_gate, wg = matrix_input(w_gate, "w_gate", fn, "(out, in)", like=xa)
+    w_up, wu = matrix_input(w_up, "w_up", fn, "(out, in)", like=xa)
+    w_down, wd = matrix_input(w_down, "w_down", fn, "(out, in)", like=xa)
+    shape_is(wg, ("H", C), "w_gate", fn, f" for x of shape {xa.shape}")
+    shape_is(wu, wg.shape, "w_up", fn, " (w_gate's shape)")
+    shape_is(wd, ("O", wg.shape[0]), "w_down", fn, f" (H = {wg.shape[0]} from w_gate)")
     return SwiGLUFunction.apply(x, w_gate, w_up, w_down)
