@@ -8,13 +8,12 @@ learned absolute position embeddings or RoPE applied to queries and keys.
 """
 from __future__ import annotations
 
-import numbers
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Dict
 
 import numpy as np
 
-from layers._checks import even_head_dim
+from layers.checks import divides, even_head_dim, positive_int
 
 NORMS = ("ln", "rms", "ln_rms", "none")
 MLPS = ("gelu", "swiglu", "relu2")
@@ -61,12 +60,7 @@ class GPTConfig:
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "block_size", "n_layers", "n_heads", "d_model"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-                raise TypeError(f"GPTConfig.{name} must be an int, got {v!r}")
-            if v <= 0:
-                raise ValueError(f"GPTConfig.{name} must be a positive integer, got {v}")
-            setattr(self, name, int(v))
+            setattr(self, name, positive_int(getattr(self, name), name, "GPTConfig"))
         if isinstance(self.dtype, np.dtype) or isinstance(self.dtype, type):
             self.dtype = np.dtype(self.dtype).name
         for name, choices in (("norm", NORMS), ("mlp", MLPS), ("pos", POSITIONS),
@@ -76,10 +70,7 @@ class GPTConfig:
                 raise TypeError(f"GPTConfig.{name} must be a str, one of {choices}, got {v!r}")
             if v not in choices:
                 raise ValueError(f"GPTConfig.{name} must be one of {choices}, got {v!r}")
-        if self.d_model % self.n_heads != 0:
-            raise ValueError(
-                f"GPTConfig: n_heads={self.n_heads} does not divide d_model={self.d_model}"
-            )
+        divides(self.n_heads, self.d_model, "GPTConfig")
         if self.pos == "rope":
             even_head_dim(self.head_dim, "GPTConfig", got=(
                 f"d_model // n_heads = {self.d_model} // {self.n_heads} = {self.head_dim} "

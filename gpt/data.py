@@ -30,6 +30,8 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from layers.checks import positive_int
+
 __all__ = [
     "BUILTIN_CORPUS_PATH",
     "CharTokenizer",
@@ -238,8 +240,7 @@ def check_split_length(data: np.ndarray, block_size: int, name: str = "split") -
     Args:
         data: 1-D token ids.  block_size: context length T.  name: the split's name for the message.
     """
-    if not isinstance(block_size, (int, np.integer)) or isinstance(block_size, bool) or block_size < 1:
-        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
+    block_size = positive_int(block_size, "block_size", "check_split_length")
     n = len(data)
     if n < block_size + 1:
         raise ValueError(
@@ -266,13 +267,12 @@ def get_batch(
         ``(x, y)``, each shape ``(B, T)``, dtype ``int64``.
 
     Raises:
-        TypeError: ``rng`` is not a Generator.  ValueError: ``data`` is too short or sizes are not
-        positive integers.
+        TypeError: ``rng`` is not a Generator, or a size is not an int.  ValueError: ``data`` is
+        too short or a size is <= 0.
     """
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
-    if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    batch_size = positive_int(batch_size, "batch_size", "get_batch")
     data = np.asarray(data)
     check_split_length(data, block_size)
     starts = rng.integers(0, len(data) - block_size, size=batch_size)  # (B,)
@@ -312,9 +312,7 @@ def eval_windows(data: np.ndarray, block_size: int, max_tokens: Optional[int] = 
     n = len(data)
     last = n - block_size - 1  # last possible start
     if max_tokens is not None:
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)) \
-                or max_tokens < 1:
-            raise ValueError(f"max_tokens must be a positive integer or None, got {max_tokens!r}")
+        max_tokens = positive_int(max_tokens, "max_tokens", "eval_windows")
     if max_tokens is not None and n - 1 > max_tokens:
         w = max(1, int(max_tokens) // block_size)
         starts = np.rint(np.linspace(0, last, w)).astype(np.int64) if w > 1 \
@@ -337,7 +335,6 @@ def eval_windows(data: np.ndarray, block_size: int, max_tokens: Optional[int] = 
 
 def uniform_baseline(vocab_size: int) -> float:
     """Cross-entropy of the uniform distribution over ``vocab_size`` classes: ``ln(vocab_size)``."""
-    if not isinstance(vocab_size, (int, np.integer)) or vocab_size < 1:
-        raise ValueError(f"vocab_size must be a positive integer, got {vocab_size!r}")
+    vocab_size = positive_int(vocab_size, "vocab_size", "uniform_baseline")
     return math.log(vocab_size)
 

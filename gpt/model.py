@@ -23,6 +23,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from minigrad import Module, ModuleList, Tensor
+from layers.checks import index_range
 from layers.functional import cross_entropy, embedding, linear
 from layers.modules import (MLP, CausalSelfAttention, Embedding, Identity, LayerNorm, RMSNorm,
                             SwiGLU)
@@ -147,12 +148,7 @@ class GPT(Module):
             raise ValueError(
                 f"{name} has sequence length {a.shape[1]} > block_size {self.config.block_size}"
             )
-        lo, hi = a.min(), a.max()
-        if lo < 0 or hi >= self.config.vocab_size:
-            bad = lo if lo < 0 else hi
-            raise ValueError(
-                f"{name} holds token id {int(bad)} outside [0, {self.config.vocab_size})"
-            )
+        index_range(a, self.config.vocab_size, name, "GPT", what="token id")
         return a
 
     def forward(self, idx, targets=None) -> Tuple[Tensor, Optional[Tensor]]:
@@ -168,8 +164,10 @@ class GPT(Module):
 
         Raises:
             TypeError: if idx/targets are not integer arrays.
-            ValueError: on a wrong shape, T > block_size, a token id outside the vocabulary,
-                or targets of a different shape than idx.
+            ValueError: on a wrong shape, T > block_size, or targets of a different shape
+                than idx.
+            IndexError: a token id outside [0, vocab_size) (PyTorch's embedding and
+                cross-entropy raise IndexError too).
         """
         idx = self._check_idx(idx, "idx")
         B, T = idx.shape

@@ -31,6 +31,7 @@ from typing import Callable, List, Optional
 import numpy as np
 
 import minigrad
+from layers.checks import positive_int
 from minigrad.optim import AdamW, clip_grad_norm_
 
 from .data import check_split_length, eval_windows, get_batch
@@ -75,12 +76,6 @@ class TrainResult:
     losses: List[float] = field(default_factory=list)
     seconds: float = 0.0
     grad_norms: List[float] = field(default_factory=list)
-
-
-def _check_positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
 
 
 def _check_nonneg_float(name: str, value, positive: bool = False) -> float:
@@ -129,8 +124,8 @@ def train(
             parameters are left as they were before that step's update.
         ValueError / TypeError: bad arguments (named).
     """
-    steps = _check_positive_int("steps", steps)
-    batch_size = _check_positive_int("batch_size", batch_size)
+    steps = positive_int(steps, "steps", "train")
+    batch_size = positive_int(batch_size, "batch_size", "train")
     lr = _check_nonneg_float("lr", lr, positive=True)
     weight_decay = _check_nonneg_float("weight_decay", weight_decay)
     if clip is not None:
@@ -210,12 +205,12 @@ def evaluate(model, data: np.ndarray, block_size: Optional[int] = None,
         ``float``: the mean loss (may be nan/inf if the model is broken).
 
     Raises:
-        ValueError: the split is too short, or ``batch_size``/``max_tokens`` is not a positive
-            integer.
+        ValueError: the split is too short, or ``batch_size``/``max_tokens`` is <= 0.
+        TypeError: ``batch_size``/``max_tokens`` is not an int.
     """
     if block_size is None:
         block_size = int(model.config.block_size)
-    batch_size = _check_positive_int("batch_size", batch_size)
+    batch_size = positive_int(batch_size, "batch_size", "evaluate")
     x, y, mask = eval_windows(np.asarray(data), block_size, max_tokens)  # (W, T) each
     n_total, done = int(mask.sum()), 0
     was_training = getattr(model, "training", True)

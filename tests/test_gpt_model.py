@@ -229,11 +229,11 @@ def test_bad_inputs_raise():
     m = GPT(GPTConfig(vocab_size=5, block_size=4, n_layers=1, n_heads=2, d_model=8))
     with pytest.raises(ValueError, match="block_size"):
         m(np.zeros((1, 5), dtype=np.int64))
-    with pytest.raises(ValueError, match="token id 5"):
+    with pytest.raises(IndexError, match="token id 5"):     # PyTorch: IndexError too
         m(np.array([[0, 5]]))
-    with pytest.raises(ValueError, match="token id -1"):
+    with pytest.raises(IndexError, match="token id -1"):
         m(np.array([[0, -1]]))
-    with pytest.raises(ValueError, match="token id 9"):
+    with pytest.raises(IndexError, match="token id 9"):
         m(np.array([[0, 1]]), np.array([[0, 9]]))
     with pytest.raises(ValueError, match="shape"):
         m(np.array([0, 1]))
