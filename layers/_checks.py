@@ -1,4 +1,5 @@
-"""Input checks shared by the public wrappers of ``layers`` (and by ``gpt.config``).
+"""Input checks shared by the public wrappers of ``layers`` (and, through ``layers.checks``, by
+``gpt``).
 
 A wrapper such as ``layers.rmsnorm.rms_norm`` makes one call here per check; the NumPy maths
 (``*_forward`` / ``*_backward``) never does. Every check raises at the boundary, with a message
