@@ -144,8 +144,8 @@ def shape_is(a: np.ndarray, expected: Tuple[Any, ...], name: str, fn: str,
     ok = a.ndim == len(expected) and all(
         isinstance(e, str) or e == n for e, n in zip(expected, a.shape))
     if not ok:
-        shown = "(" + ", ".join(str(e) for e in expected) + ("," if len(expected) == 1 else "") + ")"
-        raise ValueError(f"{fn}: {name} has shape {a.shape}, expected {shown}{note}")
+        shown = ", ".join(str(e) for e in expected) + ("," if len(expected) == 1 else "")
+        raise ValueError(f"{fn}: {name} has shape {a.shape}, expected ({shown}){note}")
 
 
 def non_empty(a: np.ndarray, name: str, fn: str) -> None:

@@ -105,8 +105,8 @@ NO_AXIS = [  # (call with a 0-d input, function name, argument name)
 
 @pytest.mark.parametrize("call, fn, name", NO_AXIS, ids=[f for _, f, _ in NO_AXIS])
 def test_a_0d_input_is_named_in_one_wording(call, fn, name):
-    with pytest.raises(ValueError,
-                       match=rf"^{fn}: {name} must have at least one axis \(.+\), got a 0-d array$"):
+    msg = rf"^{fn}: {name} must have at least one axis \(.+\), got a 0-d array$"
+    with pytest.raises(ValueError, match=msg):
         call()
 
 
