@@ -84,6 +84,10 @@ class LayerNorm(Module):
 
     Parameters: ``weight`` (C,) = 1, ``bias`` (C,) = 0.
     Shapes: x (..., C) -> (..., C).
+
+    Raises:
+        TypeError: a non-integer d or a non-floating dtype.
+        ValueError: d <= 0 or an eps that is not a finite number >= 0 (at construction).
     """
 
     def __init__(self, d: int, eps: float = 1e-5, rng=None, dtype=np.float32) -> None:
@@ -110,6 +114,10 @@ class RMSNorm(Module):
 
     Parameters: ``weight`` (C,) = 1.
     Shapes: x (..., C) -> (..., C).
+
+    Raises:
+        TypeError: a non-integer d or a non-floating dtype.
+        ValueError: d <= 0 or an eps that is not a finite number >= 0 (at construction).
     """
 
     def __init__(self, d: int, eps: float = 1e-6, rng=None, dtype=np.float32) -> None:
