@@ -97,12 +97,12 @@ def load_config(path: PathLike):
 
     Raises:
         FileNotFoundError / IsADirectoryError / ValueError: as ``load_checkpoint``.
-        ValueError / TypeError: the stored config is not a valid ``GPTConfig``.
+        ValueError / TypeError: the stored config is not a valid ``GPTConfig``
+            ("checkpoint P has an invalid config: ...").
     """
-    from . import GPTConfig  # local import: gpt/__init__ imports this module
-
-    meta, _ = _read(Path(path), arrays=False)
-    return GPTConfig.from_dict(meta.get("config", {}))
+    p = Path(path)
+    meta, _ = _read(p, arrays=False)
+    return _config(p, meta)
 
 
 def load_tokenizer(path: PathLike):
@@ -149,12 +149,14 @@ def load_checkpoint(path: PathLike):
         ValueError: the file is not an ``.npz`` archive, lacks or has malformed metadata, holds a
             pickled (object) array, or its arrays do not match the config's parameters (missing,
             unexpected, wrong shape).
+        ValueError / TypeError: the stored config is not a valid ``GPTConfig`` ("checkpoint P
+            has an invalid config: ...").
     """
-    from . import GPT, GPTConfig  # local import: gpt/__init__ imports this module
+    from . import GPT  # local import: gpt/__init__ imports this module
 
     p = Path(path)
     meta, arrays = _read(p)
-    model = GPT(GPTConfig.from_dict(meta.get("config", {})))
+    model = GPT(_config(p, meta))
     try:
         model.load_state_dict(arrays)  # checks every key and shape, casts to the model's dtype
     except ValueError as e:
@@ -162,6 +164,19 @@ def load_checkpoint(path: PathLike):
     run_id = meta.get("run_id")
     model.run_id = run_id if isinstance(run_id, str) else None
     return model
+
+
+def _config(p: Path, meta):
+    """The ``GPTConfig`` of a checkpoint's metadata; an invalid one raises the same exception
+    type with a message that names the file."""
+    from . import GPTConfig  # local import: gpt/__init__ imports this module
+
+    try:
+        return GPTConfig.from_dict(meta.get("config", {}))
+    except ValueError as e:
+        raise ValueError(f"checkpoint {p} has an invalid config: {e}") from None
+    except TypeError as e:
+        raise TypeError(f"checkpoint {p} has an invalid config: {e}") from None
 
 
 def _read(p: Path, arrays: bool = True):
