@@ -129,6 +129,9 @@ class AtomicGroup:
         return False
 
     def _commit(self) -> None:
+        for tmp, _ in self._staged:  # on disk before it replaces anything (a file written to
+            if tmp is not None:      # a stage() path, e.g. a checkpoint, was not synced)
+                _fsync(tmp)
         moved = []  # (dest, backup or None), in order
         backups = []
         try:
@@ -166,6 +169,14 @@ class AtomicGroup:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
         self._staged = []
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager

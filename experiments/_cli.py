@@ -5,8 +5,8 @@
   shows every option's default (``HelpFormatter``).
 - ``UsageError`` and ``fail``: the same one-line report for problems found after parsing
   (a bad corpus, an invalid model configuration, an unwritable output directory).
-- Argument types ``int_arg``, ``positive_int``, ``nonnegative_int``, ``positive_float``,
-  ``nonnegative_float``, ``path_arg``.
+- Argument types ``int_arg``, ``positive_int``, ``nonnegative_int``, ``bounded_int(lo, hi)``,
+  ``positive_float``, ``nonnegative_float``, ``path_arg``.
 - ``check_output_dir``: prove an output directory can be created and written before any work;
   ``remove_empty_dirs``: remove the folders a failed run created; ``new_run_id``.
 - ``Printer``: ``print`` to stdout that records a failed write instead of raising.
@@ -34,7 +34,8 @@ from typing import Callable, NoReturn, Optional, Sequence, Union
 from experiments._atomic import atomic_write_text
 
 __all__ = ["EXIT_USAGE", "EXIT_INTERRUPTED", "UsageError", "fail", "ArgumentParser",
-           "HelpFormatter", "int_arg", "positive_int", "nonnegative_int", "positive_float",
+           "HelpFormatter", "int_arg", "positive_int", "nonnegative_int", "bounded_int",
+           "positive_float",
            "nonnegative_float", "path_arg", "check_output_dir", "remove_empty_dirs", "new_run_id",
            "Printer", "run_main", "interrupted", "mark_outputs_written", "check_json_path",
            "json_destination", "write_json"]
@@ -121,6 +122,34 @@ def nonnegative_int(text: str) -> int:
     if v < 0:
         raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
     return v
+
+
+def bounded_int(lo: int, hi: int, unit: str = "", why: str = "") -> Callable[[str], int]:
+    """An argument type: an integer in ``lo .. hi`` (``lo`` 0 or 1 reads as "non-negative" or
+    "positive" in the message).
+
+    Args:
+        lo, hi: the smallest and largest accepted values.
+        unit: what the number counts, for the message ("steps per run", "characters").
+        why: a reason the maximum exists, added to the message in parentheses.
+
+    Returns:
+        ``parse(text) -> int`` for ``add_argument(type=...)``; it raises
+        ``argparse.ArgumentTypeError`` ("expected a positive integer, got '0'", "2000000 is more
+        than the maximum of 1,000,000 steps per run (...)").
+    """
+    def parse(text: str) -> int:
+        v = int_arg(text)
+        if v < lo:
+            what = {0: "a non-negative integer", 1: "a positive integer"}.get(
+                lo, f"an integer >= {lo}")
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        if v > hi:
+            raise argparse.ArgumentTypeError(
+                f"{text} is more than the maximum of {hi:,}{' ' + unit if unit else ''}"
+                f"{f' ({why})' if why else ''}")
+        return v
+    return parse
 
 
 def _float_arg(text: str) -> float:

@@ -80,7 +80,6 @@ above ``MAX_STEPS`` is refused; a run estimated over a day is warned about once.
 """
 from __future__ import annotations
 
-import argparse
 import concurrent.futures as cf
 import math
 import multiprocessing
@@ -106,13 +105,13 @@ from gpt.train import TrainingDiverged, estimate_loss, evaluate
 from experiments import _plots, _report
 from experiments._threads import add_threads_option
 from experiments._atomic import AtomicGroup, check_replaceable
-from experiments._cli import (ArgumentParser, Printer, UsageError, check_output_dir, fail,
-                              remove_empty_dirs,
-                              int_arg, interrupted, mark_outputs_written, new_run_id,
-                              nonnegative_int, path_arg, positive_float, positive_int)
+from experiments._cli import (ArgumentParser, Printer, UsageError, bounded_int, check_output_dir,
+                              fail, interrupted, mark_outputs_written, new_run_id,
+                              nonnegative_int, path_arg, positive_float, positive_int,
+                              remove_empty_dirs)
 
 __all__ = ["Variant", "Study", "Plan", "build_parser", "run_job", "run_jobs", "run_study",
-           "EXIT_OK", "EXIT_DIVERGED", "EXIT_USAGE", "EXIT_INTERRUPTED"]
+           "steps_arg", "VARIANTS", "MAX_STEPS", "EXIT_OK", "EXIT_DIVERGED", "EXIT_USAGE", "EXIT_INTERRUPTED"]
 
 EXIT_OK, EXIT_DIVERGED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 TINY_STEPS = 200
@@ -137,6 +136,12 @@ LARGE_CORPUS_BYTES = 8 << 20
 #: The files every study writes (the run's own names; ``Study.output_names`` adds more).
 OUTPUT_NAMES = ("results.json", "run_log.txt", "curves.csv", "loss_curves.png", "deltas.png",
                 "grad_norms.png")
+#: ``--steps``: an integer in 1 .. MAX_STEPS (the studies' and bench's).
+steps_arg = bounded_int(1, MAX_STEPS, "steps per run", f"the tiny model trains tens of steps "
+                        f"per second: {MAX_STEPS:,} steps already take hours")
+#: The chapter's four variants (norm, mlp), in its order; four_variants trains them, bench times
+#: them.
+VARIANTS = (("ln", "gelu"), ("rms", "gelu"), ("ln", "swiglu"), ("rms", "swiglu"))
 CHOICE_FIELDS = (("norm", NORMS, "ln"), ("mlp", MLPS, "gelu"), ("pos", POSITIONS, "learned"))
 
 
@@ -228,7 +233,7 @@ def build_parser(study: Study) -> ArgumentParser:
     length.add_argument("--tiny", action="store_true",
                         help=f"{TINY_STEPS} steps per run (the default)")
     length.add_argument("--full", action="store_true", help=f"{FULL_STEPS} steps per run")
-    p.add_argument("--steps", type=_steps_arg, default=None, metavar="N",
+    p.add_argument("--steps", type=steps_arg, default=None, metavar="N",
                    help=f"steps per run, at most {MAX_STEPS:,} (default: {TINY_STEPS}, "
                         f"or --full's {FULL_STEPS})")
     p.add_argument("--seed", type=nonnegative_int, default=0, metavar="S",
@@ -289,18 +294,6 @@ def build_parser(study: Study) -> ArgumentParser:
     if study.add_arguments is not None:
         study.add_arguments(p)
     return p
-
-
-def _steps_arg(text: str) -> int:
-    """``--steps``: an integer in 1 .. MAX_STEPS."""
-    v = int_arg(text)
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    if v > MAX_STEPS:
-        raise argparse.ArgumentTypeError(
-            f"{text} steps is more than the maximum of {MAX_STEPS:,} per run (the tiny model "
-            f"trains tens of steps per second: {MAX_STEPS:,} steps already take hours)")
-    return v
 
 
 # ---------------------------------------------------------------------------- plan

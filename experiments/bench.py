@@ -53,8 +53,7 @@ from experiments import _torch_reference as reference
 from experiments._threads import add_threads_option
 from experiments._cli import (ArgumentParser, Printer, UsageError, check_json_path, fail,
                               nonnegative_int, path_arg, positive_int, write_json)
-from experiments.four_variants import VARIANTS
-from experiments._runner import MAX_STEPS, _steps_arg
+from experiments._runner import MAX_STEPS, VARIANTS, steps_arg
 
 PROG = "python -m experiments.bench"
 EXIT_OK, EXIT_INTERRUPTED = 0, 130
@@ -108,7 +107,7 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--repeats", type=positive_int, default=5, metavar="N",
                    help="timed repeats, each of --steps steps of ours, the reference and the "
                         "floor (default 5)")
-    p.add_argument("--steps", type=_steps_arg, default=10, metavar="N",
+    p.add_argument("--steps", type=steps_arg, default=10, metavar="N",
                    help=f"steps per repeat, at most {MAX_STEPS:,} (default 10)")
     p.add_argument("--warmup", type=positive_int, default=3, metavar="N",
                    help="untimed steps before the first repeat (default 3)")

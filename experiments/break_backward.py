@@ -52,9 +52,8 @@ from layers.silu import SiLUFunction
 from layers.softmax import SoftmaxFunction
 from layers.swiglu import SwiGLUFunction
 
-from experiments._cli import run_main
 from experiments import _broken as B
-from experiments._cli import ArgumentParser
+from experiments._cli import ArgumentParser, run_main
 from experiments._gradchecks import (EMBEDDING_INDEX, EPS, ATOL, RTOL, add_seed_and_json_options,
                                      away_from_zero, check, fmt_err, format_table,
                                      json_number, leaf, start, write_json)

@@ -45,13 +45,12 @@ from typing import List
 
 from gpt import GPTConfig  # noqa: F401 (re-exported for the tests and callers)
 
-from experiments import _report, norm_cost
+from experiments import _norm_counts, _report
 from experiments._cli import path_arg, run_main
-from experiments._runner import (EXIT_DIVERGED, EXIT_INTERRUPTED, EXIT_OK, Study, Variant,
-                                 memory_lower_bound as _memory_lower_bound)
+from experiments._runner import (EXIT_DIVERGED, EXIT_INTERRUPTED, EXIT_OK, VARIANTS, Study,
+                                 Variant, memory_lower_bound as _memory_lower_bound)
 
 PROG = "python -m experiments.four_variants"
-VARIANTS = (("ln", "gelu"), ("rms", "gelu"), ("ln", "swiglu"), ("rms", "swiglu"))
 LESSON_RMS = "RMSNorm: same regularization effect as LayerNorm, ~half the FLOPs."
 LESSON_SWIGLU = ("SwiGLU: gating learns which features to pass through; modest extra params "
                  "(we scaled hidden_mult=8/3 to roughly match GELU MLP size).")
@@ -123,14 +122,15 @@ def norm_cost_lines(report) -> List[str]:
 
     FLOPs are counted in this run, by tracing our own ``layernorm_forward/backward`` and
     ``rmsnorm_forward/backward`` on the run's activation shape (B, T, d_model) (milliseconds;
-    ``experiments.norm_cost.count``). Time is cited from a ``norm_cost`` results.json given with
-    ``--norm-cost PATH``; without it, "not measured in this run".
+    ``experiments._norm_counts.count``). Time is cited from a ``norm_cost`` results.json given
+    with ``--norm-cost PATH``; without it, "not measured in this run".
     """
     args = report.plan.args
     shape = (args.batch_size, args.block_size, args.d_model)
-    inputs = norm_cost.make_inputs(shape, "float64", 0)
-    ratio = {p: norm_cost.count("rms", p, inputs)["flops"] / norm_cost.count("ln", p, inputs)["flops"]
-             for p in norm_cost.PASSES}
+    inputs = _norm_counts.make_inputs(shape, "float64", 0)
+    ratio = {p: (_norm_counts.count("rms", p, inputs)["flops"]
+                 / _norm_counts.count("ln", p, inputs)["flops"])
+             for p in _norm_counts.PASSES}
     words = {p: "about half" if abs(r - 0.5) <= 0.1 else
              f"{'more' if r > 0.5 else 'less'} than half: a {100 * (1 - r):.0f}% saving"
              for p, r in ratio.items()}
@@ -153,7 +153,7 @@ def _norm_cost_arg(text: str):
     """``--norm-cost PATH``: the ``claim`` block of a norm_cost results.json, checked now."""
     path = path_arg(text)
     try:
-        claim = norm_cost.load_claim(path)
+        claim = _norm_counts.load_claim(path)
     except OSError as e:
         raise argparse.ArgumentTypeError(f"cannot read {path}: {e.strerror or e}") from None
     except ValueError as e:

@@ -19,7 +19,6 @@ A closed pipe (``| head -c 20``) is quiet.
 """
 from __future__ import annotations
 
-import argparse
 from typing import NoReturn, Optional, Sequence
 
 import numpy as np
@@ -27,8 +26,8 @@ import numpy as np
 from gpt.checkpoint import load_checkpoint, load_config, load_tokenizer
 from gpt.sample import generate
 
-from experiments._cli import (ArgumentParser, Printer, fail, nonnegative_float, nonnegative_int,
-                              positive_int, run_main)
+from experiments._cli import (ArgumentParser, Printer, bounded_int, fail, nonnegative_float,
+                              nonnegative_int, positive_int, run_main)
 from experiments._runner import memory_lower_bound, physical_memory
 
 PROG = "python -m experiments.generate"
@@ -42,14 +41,6 @@ def _fail(message: str) -> NoReturn:
     fail(PROG, message)
 
 
-def _max_new_tokens(text: str) -> int:
-    v = nonnegative_int(text)
-    if v > MAX_NEW_TOKENS:
-        raise argparse.ArgumentTypeError(
-            f"{text} is more than the maximum of {MAX_NEW_TOKENS:,} characters")
-    return v
-
-
 def build_parser() -> ArgumentParser:
     """The command's argument parser (one-line errors, exit status 2)."""
     p = ArgumentParser(prog=PROG, description="Generate text from a minigrad-gpt checkpoint.",
@@ -60,7 +51,7 @@ def build_parser() -> ArgumentParser:
                         "--save-checkpoints)")
     p.add_argument("--prompt", required=True, metavar="TEXT",
                    help="the text to continue (every character must be in the vocabulary)")
-    p.add_argument("--max-new-tokens", type=_max_new_tokens, default=200, metavar="N",
+    p.add_argument("--max-new-tokens", type=bounded_int(0, MAX_NEW_TOKENS, "characters"), default=200, metavar="N",
                    help=f"characters to generate, at most {MAX_NEW_TOKENS:,} (default 200)")
     p.add_argument("--temperature", type=nonnegative_float, default=1.0, metavar="T",
                    help="softmax temperature, >= 0; 0 is greedy (default 1.0)")

@@ -31,8 +31,7 @@ from minigrad import Tensor
 from layers import functional as F
 from layers.rope import build_rope_cache
 
-from experiments._cli import run_main
-from experiments._cli import ArgumentParser
+from experiments._cli import ArgumentParser, run_main
 from experiments._gradchecks import (EMBEDDING_INDEX, EPS, ATOL, RTOL, add_seed_and_json_options,
                                      away_from_zero, check, fmt_err, format_table,
                                      json_number, leaf, start, write_json)

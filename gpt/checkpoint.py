@@ -16,15 +16,14 @@ Layout of the archive (``numpy.savez``, uncompressed):
   and ``load_tokenizer`` says what is missing; ``load_checkpoint(path).run_id`` is None for a
   checkpoint without a run id.
 
-Everything loads with ``np.load(path, allow_pickle=False)``. Writes are atomic (a temporary file
-in the same directory, then ``os.replace``).
+Everything loads with ``np.load(path, allow_pickle=False)``. ``save_checkpoint`` is a plain write
+of the file it is given, as ``torch.save`` is: not atomic. The commands of ``experiments/`` stage
+it atomically (``experiments._atomic.AtomicGroup``: ``save_checkpoint(model, group.stage(dest))``).
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import Union
@@ -42,7 +41,10 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 
 def save_checkpoint(model, path: PathLike, tokenizer=None, run_id=None) -> Path:
-    """Write ``model``'s parameters and config to ``path`` (an ``.npz`` archive), atomically.
+    """Write ``model``'s parameters and config to ``path`` (an ``.npz`` archive).
+
+    A plain write, as ``torch.save``: not atomic (an interrupted write leaves a partial file);
+    the commands of ``experiments/`` stage it atomically (``experiments._atomic``).
 
     Args:
         model: a ``gpt.GPT`` (``state_dict()`` name -> ndarray, ``config.to_dict()``).
@@ -59,7 +61,8 @@ def save_checkpoint(model, path: PathLike, tokenizer=None, run_id=None) -> Path:
         ValueError: a parameter name collides with the reserved metadata key, or the
             tokenizer's vocab_size differs from the model's.
         TypeError: ``tokenizer`` is not a CharTokenizer.
-        OSError: the directory does not exist or is not writable.
+        OSError: the path cannot be opened for writing (no such directory, not writable, a
+            directory).
     """
     from .data import CharTokenizer
 
@@ -83,29 +86,9 @@ def save_checkpoint(model, path: PathLike, tokenizer=None, run_id=None) -> Path:
         meta["run_id"] = run_id
     arrays = {name: np.asarray(a) for name, a in state.items()}
     arrays[META_KEY] = np.array(json.dumps(meta, sort_keys=True))  # 0-d '<U..' array, no pickle
-    _atomic_save(dest, arrays)
+    with open(dest, "wb") as f:  # a file object: np.savez would append ".npz" to a path
+        np.savez(f, **arrays)
     return dest
-
-
-def _atomic_save(dest: Path, arrays) -> None:
-    """``np.savez`` to a temporary file beside ``dest``, then ``os.replace`` it over ``dest``:
-    a reader never sees half a checkpoint, and a failed write leaves none behind."""
-    if os.path.exists(dest) and not os.path.isfile(dest):  # a directory, device or FIFO
-        raise OSError(f"cannot write checkpoint {dest}: it exists and is not a regular file")
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the usual permissions
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, dest)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def load_config(path: PathLike):
@@ -114,12 +97,12 @@ def load_config(path: PathLike):
 
     Raises:
         FileNotFoundError / IsADirectoryError / ValueError: as ``load_checkpoint``.
-        ValueError / TypeError: the stored config is not a valid ``GPTConfig``.
+        ValueError / TypeError: the stored config is not a valid ``GPTConfig``
+            ("checkpoint P has an invalid config: ...").
     """
-    from . import GPTConfig  # local import: gpt/__init__ imports this module
-
-    meta, _ = _read(Path(path), arrays=False)
-    return GPTConfig.from_dict(meta.get("config", {}))
+    p = Path(path)
+    meta, _ = _read(p, arrays=False)
+    return _config(p, meta)
 
 
 def load_tokenizer(path: PathLike):
@@ -166,12 +149,14 @@ def load_checkpoint(path: PathLike):
         ValueError: the file is not an ``.npz`` archive, lacks or has malformed metadata, holds a
             pickled (object) array, or its arrays do not match the config's parameters (missing,
             unexpected, wrong shape).
+        ValueError / TypeError: the stored config is not a valid ``GPTConfig`` ("checkpoint P
+            has an invalid config: ...").
     """
-    from . import GPT, GPTConfig  # local import: gpt/__init__ imports this module
+    from . import GPT  # local import: gpt/__init__ imports this module
 
     p = Path(path)
     meta, arrays = _read(p)
-    model = GPT(GPTConfig.from_dict(meta.get("config", {})))
+    model = GPT(_config(p, meta))
     try:
         model.load_state_dict(arrays)  # checks every key and shape, casts to the model's dtype
     except ValueError as e:
@@ -179,6 +164,19 @@ def load_checkpoint(path: PathLike):
     run_id = meta.get("run_id")
     model.run_id = run_id if isinstance(run_id, str) else None
     return model
+
+
+def _config(p: Path, meta):
+    """The ``GPTConfig`` of a checkpoint's metadata; an invalid one raises the same exception
+    type with a message that names the file."""
+    from . import GPTConfig  # local import: gpt/__init__ imports this module
+
+    try:
+        return GPTConfig.from_dict(meta.get("config", {}))
+    except ValueError as e:
+        raise ValueError(f"checkpoint {p} has an invalid config: {e}") from None
+    except TypeError as e:
+        raise TypeError(f"checkpoint {p} has an invalid config: {e}") from None
 
 
 def _read(p: Path, arrays: bool = True):

@@ -149,3 +149,26 @@ def test_atomic_group_is_all_or_none(tmp_path, monkeypatch):
     assert [(tmp_path / n).read_text() for n in ("a.txt", "b.txt", "c.txt")] == \
         ["new a", "new b", "new c"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.txt", "c.txt"]
+
+
+def test_a_staged_checkpoint_replaces_the_old_one_only_when_the_group_commits(tmp_path):
+    """save_checkpoint is a plain write; staged in an AtomicGroup (as the commands do), a
+    failure before the commit leaves the previous checkpoint whole and no temporary file."""
+    from experiments._atomic import AtomicGroup
+
+    cfg = GPTConfig(vocab_size=7, block_size=4, n_layers=1, n_heads=2, d_model=8)
+    old, new = GPT(cfg, seed=0), GPT(cfg, seed=1)
+    dest = tmp_path / "m.npz"
+    save_checkpoint(old, dest)
+    with pytest.raises(RuntimeError, match="later failure"):
+        with AtomicGroup() as group:
+            save_checkpoint(new, group.stage(dest))
+            raise RuntimeError("later failure")
+    assert os.listdir(tmp_path) == ["m.npz"]
+    sd = load_checkpoint(dest).state_dict()
+    assert all(np.array_equal(sd[k], v) for k, v in old.state_dict().items())
+    with AtomicGroup() as group:
+        save_checkpoint(new, group.stage(dest))
+    assert os.listdir(tmp_path) == ["m.npz"]
+    sd = load_checkpoint(dest).state_dict()
+    assert all(np.array_equal(sd[k], v) for k, v in new.state_dict().items())

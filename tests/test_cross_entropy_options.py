@@ -88,6 +88,7 @@ def test_batched_shape_and_bad_options():
 
 
 @pytest.mark.parametrize("reduction, ignore_index, eps", COMBOS)
+@pytest.mark.slow  # runs PyTorch; leave out with -m "not slow"
 def test_matches_torch(reduction, ignore_index, eps):
     torch = pytest.importorskip("torch")
     x, t = _data()

@@ -46,7 +46,7 @@ def small_run(tmp_path_factory):
     return proc, out
 
 
-def test_cli_prints_the_seed_table(small_run):
+def test_cli_prints_the_chapter_table(small_run):
     proc, out = small_run
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()

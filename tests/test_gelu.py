@@ -66,6 +66,7 @@ def test_gelu_rejects_unknown_approximation():
         gelu(Tensor(np.zeros(2)), approximate="erf")
 
 
+@pytest.mark.slow  # runs PyTorch; leave out with -m "not slow"
 def test_gelu_exact_matches_torch():
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(1)

@@ -166,6 +166,44 @@ def test_cli_bad_checkpoint_is_one_line_exit_2(tmp_path, capsys):
         assert len(err) == 1 and needle in err[0]
 
 
+def _with_config(ckpt, dest, config):
+    """A copy of checkpoint ``ckpt`` at ``dest`` whose metadata holds ``config`` instead."""
+    import json
+    from gpt.checkpoint import META_KEY
+    with np.load(ckpt, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(str(arrays[META_KEY][()]))
+    meta["config"] = config(meta["config"])
+    arrays[META_KEY] = np.array(json.dumps(meta))
+    with open(dest, "wb") as f:
+        np.savez(f, **arrays)
+    return dest
+
+
+@pytest.mark.parametrize("config, exc, needle", [
+    (lambda c: [1, 2], TypeError, "from_dict expects a mapping, got list"),
+    (lambda c: dict(c, n_heads=5), ValueError, "n_heads=5 does not divide d_model=16"),
+    (lambda c: dict(c, width=3), ValueError, "unknown field(s) ['width']"),
+])
+def test_an_invalid_config_names_the_checkpoint(ckpt, tmp_path, capsys, config, exc, needle):
+    """The library raises the same exception type, its message naming the file; the command
+    prints that as one line and exits 2."""
+    from gpt.checkpoint import load_config
+    bad = _with_config(ckpt, tmp_path / "bad.npz", config)
+    for load in (load_config, load_checkpoint):
+        with pytest.raises(exc) as ei:
+            load(bad)
+        assert str(ei.value).startswith(f"checkpoint {bad} has an invalid config: ")
+        assert needle in str(ei.value)
+    with pytest.raises(SystemExit) as e:
+        generate_cli.main(["--checkpoint", str(bad), "--prompt", "a"])
+    assert e.value.code == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert captured.out == "" and len(err) == 1
+    assert err[0].startswith(f"python -m experiments.generate: error: checkpoint {bad} has an "
+                             f"invalid config: ") and needle in err[0]
+
 
 def test_cli_refuses_a_checkpoint_whose_config_cannot_fit_in_memory(ckpt, tmp_path, capsys):
     """A hand-edited config claiming 10^9 layers: refused in one line before any allocation."""

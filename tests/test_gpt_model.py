@@ -13,7 +13,7 @@ from layers.functional import cross_entropy, embedding, linear
 
 
 # ---------------------------------------------------------------- config
-def test_config_defaults_are_the_seeds_tiny_model():
+def test_config_defaults_are_the_chapters_tiny_model():
     c = GPTConfig(vocab_size=48)
     assert (c.block_size, c.n_layers, c.n_heads, c.d_model) == (32, 2, 4, 64)
     assert (c.norm, c.mlp, c.pos, c.dtype) == ("ln", "gelu", "learned", "float32")
@@ -58,7 +58,7 @@ def test_config_rejects_non_integers():
     ("ln", "gelu", 105216), ("rms", "gelu", 104896),
     ("ln", "swiglu", 104320), ("rms", "swiglu", 104000),
 ])
-def test_parameter_counts_match_the_seeds_run_log(norm, mlp, count):
+def test_parameter_counts_match_the_chapters_run_log(norm, mlp, count):
     # counts printed by the chapter's PyTorch build.py for a 48-character vocabulary
     model = GPT(GPTConfig(vocab_size=48, norm=norm, mlp=mlp))
     assert model.num_parameters() == count

@@ -202,6 +202,7 @@ def test_inference_mode_forms():
         mg.inference_mode(1)
 
 
+@pytest.mark.slow  # runs PyTorch; leave out with -m "not slow"
 def test_same_script_on_torch():
     torch = pytest.importorskip("torch")
     try:

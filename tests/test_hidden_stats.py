@@ -39,6 +39,7 @@ def test_tensor_stats_hand_computed_cases():
         tensor_stats(np.zeros((0, 3)))
 
 
+@pytest.mark.slow  # runs PyTorch; leave out with -m "not slow"
 def test_tensor_stats_matches_the_chapters_torch_function():
     torch = pytest.importorskip("torch")
 

@@ -179,6 +179,7 @@ def test_detach_shares_data_and_version():
         loss.backward()
 
 
+@pytest.mark.slow  # runs PyTorch; leave out with -m "not slow"
 def test_same_operations_on_torch():
     torch = pytest.importorskip("torch")
     a = RNG.standard_normal((2, 3))

@@ -125,6 +125,7 @@ POINTS = {
 
 @pytest.mark.parametrize("point", sorted(POINTS))
 @pytest.mark.parametrize("op", sorted(CASES))
+@pytest.mark.slow  # runs PyTorch; leave out with -m "not slow"
 def test_parity_with_torch(op, point):
     torch = pytest.importorskip("torch")
     ours, theirs = CASES[op]

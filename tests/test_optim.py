@@ -277,6 +277,7 @@ def test_clip_grad_norm_rejects_bad_arguments():
 
 
 # ---------------------------------------------------------------- against PyTorch itself
+@pytest.mark.slow  # runs PyTorch; leave out with -m "not slow"
 def test_adamw_and_clip_match_torch():
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(4)

@@ -157,6 +157,7 @@ def test_factories():
         mg.zeros(-1)
 
 
+@pytest.mark.slow  # runs PyTorch; leave out with -m "not slow"
 def test_against_torch():
     torch = pytest.importorskip("torch")
     a = RNG.standard_normal((2, 1, 3))

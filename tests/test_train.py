@@ -42,7 +42,7 @@ def test_training_lowers_the_loss_on_builtin_corpus(corpus):
     assert res.seconds > 0
 
 
-def test_train_matches_the_seed_loop_written_out(corpus):
+def test_train_matches_the_chapters_loop_written_out(corpus):
     """train() is exactly the chapter's loop: get_batch, forward, zero_grad, backward, clip, step."""
     tok, tr, _ = corpus
     cfg = small_config(tok.vocab_size)
