@@ -359,23 +359,20 @@ class Diagnostics:
             s["worst"] = None if p is None else (p, in_k)
             s["worst_out"] = out_k
 
-    def track(self, p, A, err, rel, ratio, out_shape, jac: bool) -> None:
-        """Keep the max errors and the worst entry over everything compared."""
-        if A.size:
-            fin_err = np.where(np.isfinite(err), err, np.inf)
-            w = int(np.argmax(np.where(np.isnan(ratio), np.inf, ratio)))
-            wo, wk = (divmod(w, A.shape[1]) if jac else (None, w))
-            self.record(p, _idx(self.t(p).shape, wk), _idx(out_shape, wo) if jac else None,
-                        float(fin_err.reshape(-1)[w]), float(np.nan_to_num(rel, nan=np.inf).max()),
-                        float(np.nan_to_num(ratio, nan=np.inf).reshape(-1)[w]))
-        self.stats["n"] += A.size
-
     def record_comparisons(self, comparisons: list) -> None:
         """Keep the max errors and the worst entry over every comparison of slow mode."""
         for c in comparisons:
-            err, tol, rel, ratio = _errors(c.analytical, c.numerical, self.atol, self.rtol)
-            self.track(self.checked[c.j], c.analytical, err, rel, ratio, c.out_shape,
-                       jac=c.check == "jacobian")
+            A, jac = c.analytical, c.check == "jacobian"
+            err, _, rel, ratio = _errors(A, c.numerical, self.atol, self.rtol)
+            if A.size:
+                p = self.checked[c.j]
+                w = int(np.argmax(np.where(np.isnan(ratio), np.inf, ratio)))
+                wo, wk = (divmod(w, A.shape[1]) if jac else (None, w))
+                self.record(p, _idx(self.t(p).shape, wk), _idx(c.out_shape, wo) if jac else None,
+                            float(np.where(np.isfinite(err), err, np.inf).reshape(-1)[w]),
+                            float(np.nan_to_num(rel, nan=np.inf).max()),
+                            float(np.nan_to_num(ratio, nan=np.inf).reshape(-1)[w]))
+            self.stats["n"] += A.size
 
     def violations(self, c, f, G: np.ndarray, base: np.ndarray) -> dict:
         """The violating entries of one comparison ``c`` (a ``gradcheck.Comparison``), with
