@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from . import tensor as _tensor  # tensor.py imports this module first; used at call time
+from ._helpers import TensorBase, index_arrays, is_float_dtype, plain
 from .grad_mode import is_grad_enabled
 
 
@@ -41,7 +41,7 @@ class InplaceOps:
                 "graph; minigrad does not: write y = y + z (out of place), or wrap the update "
                 "in minigrad.no_grad()."
             )
-        if any(isinstance(o, _tensor.Tensor) and o._requires_grad for o in operands):
+        if any(isinstance(o, TensorBase) and o._requires_grad for o in operands):
             raise RuntimeError(
                 f"{op}: in-place operation with an operand that requires grad while grad mode "
                 "is on. PyTorch records it in the graph; minigrad does not: write "
@@ -55,9 +55,9 @@ class InplaceOps:
     def _inplace(self, op: str, ufunc, other: Any) -> "Tensor":
         """``data = ufunc(data, other)`` into the same array; checks, then bumps the version."""
         self._check_inplace(op, other)
-        o = _tensor._plain(other)
+        o = plain(other)
         if isinstance(o, (numbers.Number, np.generic)) and not isinstance(o, np.ndarray) \
-                and _tensor._is_float_dtype(self.dtype):
+                and is_float_dtype(self.dtype):
             o = np.asarray(o, dtype=self.dtype)      # a Python scalar takes the Tensor's dtype
         o = np.asarray(o)
         if o.dtype.kind not in "biuf":
@@ -95,7 +95,7 @@ class InplaceOps:
             RuntimeError: in grad mode, on a leaf that requires grad or a non-leaf.
         """
         self._check_inplace("fill_", value)
-        self._data[...] = _tensor._plain(value)
+        self._data[...] = plain(value)
         self._bump()
         return self
 
@@ -108,7 +108,7 @@ class InplaceOps:
                 ``src`` that requires grad.
         """
         self._check_inplace("copy_", src)
-        src = np.asarray(_tensor._plain(src))
+        src = np.asarray(plain(src))
         np.copyto(self._data, np.broadcast_to(src, self.shape), casting="unsafe")
         self._bump()
         return self
@@ -124,14 +124,14 @@ class InplaceOps:
         """
         if alpha != 1.0:
             self._check_inplace("add_", other)
-            other = np.multiply(alpha, _tensor._plain(other))
+            other = np.multiply(alpha, plain(other))
         return self._inplace("add_", np.add, other)
 
     def sub_(self, other: Any, alpha: float = 1.0) -> "Tensor":
         """``data -= alpha * other`` in place (bumps the version counter); as ``add_``."""
         if alpha != 1.0:
             self._check_inplace("sub_", other)
-            other = np.multiply(alpha, _tensor._plain(other))
+            other = np.multiply(alpha, plain(other))
         return self._inplace("sub_", np.subtract, other)
 
     def mul_(self, other: Any) -> "Tensor":
@@ -160,5 +160,5 @@ class InplaceOps:
 
     def __setitem__(self, index: Any, value: Any) -> None:
         self._check_inplace("__setitem__", value)
-        self._data[_tensor._index_arrays(index)] = _tensor._plain(value)
+        self._data[index_arrays(index)] = plain(value)
         self._bump()

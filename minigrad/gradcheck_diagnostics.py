@@ -1,7 +1,8 @@
 """Gradient check, part two: the checks and reports around the comparison in ``gradcheck.py``.
 
 ``minigrad/gradcheck.py`` is the algorithm (central differences, the analytical Jacobian from
-one-hot vector-Jacobian products, the entrywise comparison, the verdict). This module holds what
+one-hot vector-Jacobian products, the entrywise comparison, the verdict) and calls this module
+(``Diagnostics``) in a few named places; this module imports nothing from it. It holds what
 catches the bugs a Jacobian comparison alone misses and what makes a failure easy to act on:
 
 * **Settings and inputs**: ``eps > 0``, ``atol, rtol >= 0``; the checked inputs are the
@@ -15,12 +16,13 @@ catches the bugs a Jacobian comparison alone misses and what makes a failure eas
   ``<G, J u> = (<G, f(x + eps u)> - <G, f(x - eps u)>) / (2 eps)`` with the analytical
   ``<J^T G, u>`` (one backward), over ``n_directions`` directions: two forward passes per
   direction, whatever the number of parameters (PyTorch's fast mode, Gaussian and without
-  scaling atol by the directions). On failure it falls back to slow mode, restricted to the
-  inputs that fail on their own, to build the report.
+  scaling atol by the directions). On failure it names the inputs that fail on their own, and
+  ``gradcheck`` runs slow mode on them to build the report.
 * **Kinks**: where a violating entry sits at a point whose one-sided differences
   ``(f(x+eps) - f(x)) / eps`` and ``(f(x) - f(x-eps)) / eps`` disagree and the analytical value
   lies between them (ReLU at 0), the report names a non-differentiable point instead of
-  blaming the backward.
+  blaming the backward. The one-sided differences are computed here, for violating entries
+  only.
 * **The failure report**: the check, the settings, the input and output, how many entries
   violate, the five worst entries, both Jacobians for small blocks, and hints (a scale error,
   a transposed gradient, a missing path, the gradient of another input, an ignored upstream
@@ -95,10 +97,11 @@ class GradcheckReport:
 
 
 class Failure(Exception):
-    """Internal: carries a failing check up to ``gradcheck._Checker.run``."""
+    """Internal: carries a failing check up to ``gradcheck.gradcheck_report``."""
 
     def __init__(self, check: str, text: str, **fields: Any) -> None:
-        """``check``: the check's name; ``text``: the message; ``fields``: report fields."""
+        """``check``: the check's name; ``text``: the message below the header line that
+        names the check and the settings; ``fields``: report fields."""
         super().__init__(text)
         self.check = check
         self.text = text
@@ -116,10 +119,35 @@ def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
         np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
 
 
+def _one_sided_gap(f, x: np.ndarray, k: int, eps: float, base: np.ndarray) -> np.ndarray:
+    """``d+ - d-`` at entry k of x, output by output: the right one-sided difference
+    ``(f(x + eps e_k) - f(x)) / eps`` minus the left one ``(f(x) - f(x - eps e_k)) / eps``
+    (``base = f(x)``); x is perturbed in place and restored, as in the central differences."""
+    i = _idx(x.shape, k)
+    orig = x[i]
+    x[i] = orig + eps
+    fp = f()
+    x[i] = orig - eps
+    fm = f()
+    x[i] = orig
+    return (fp - 2 * base + fm) / eps
+
+
+def _errors(A: np.ndarray, Nm: np.ndarray, atol: float, rtol: float):
+    """abs err, allowed error, rel err (floored at atol) and err / allowed, entry by entry."""
+    err = np.abs(A - Nm)
+    tol = atol + rtol * np.abs(Nm)
+    rel = err / np.maximum(np.abs(Nm), atol if atol > 0 else 1e-300)
+    ratio = err / np.where(tol > 0, tol, 1e-300)
+    return err, tol, rel, ratio
+
+
 class Diagnostics:
-    """The settings, checks and reports of one gradient check; ``gradcheck._Checker`` adds the
-    algorithm (central differences, analytical Jacobian, comparison, slow mode, driver), and
-    fast mode here calls its ``f`` (a forward pass without a graph) and ``slow`` (the fallback).
+    """The settings, checks and reports of one gradient check, for ``gradcheck_report``: it
+    validates the arguments, runs the structural checks (``before``, ``check_structure``,
+    ``after``) and fast mode (``fast_check``), explains a failed comparison (``diagnose``) and
+    makes the ``GradcheckReport`` (``report``). The forward and backward passes it needs come
+    in as arguments from ``gradcheck.py``.
 
     Raises (on construction):
         TypeError: if fn is not callable, or an input that requires grad is not float64.
@@ -162,11 +190,11 @@ class Diagnostics:
                     self.checked.append(i)
         if not self.checked:
             raise ValueError("gradcheck: no input requires grad, so there is nothing to check")
+        self.tensors = [self.inputs[p] for p in self.checked]
         self.others = [i for i, t in enumerate(self.inputs)
                        if isinstance(t, Tensor) and i not in self.checked
                        and not (t.requires_grad and id(t) in seen)]
         self.stats = dict(abs=0.0, rel=0.0, ratio=0.0, worst=None, worst_out=None, n=0)
-        self.num_vjp = self.num_jac = None
 
     # ------------------------------------------------------------------ helpers
     def header(self, check: str) -> str:
@@ -219,6 +247,38 @@ class Diagnostics:
                 snap[i] = np.array(x, copy=True)
         return snap
 
+    # ------------------------------------------------------------------ before and after
+    def before(self, forward, vjp):
+        """The structural checks before the comparison; returns the random Gaussian upstream
+        gradient ``G`` and the engine's ``J^T G`` (float64, zeros where none arrived).
+
+        ``forward()`` builds ``fn``'s graph, ``vjp(out, G)`` runs one backward and returns the
+        checked inputs' gradients. Also keeps, for ``after``: a snapshot of the inputs, a
+        second ``J^T G`` on a fresh graph and the gradients for ``G = 0``.
+        """
+        self.snap = self.snapshot()
+        rng = np.random.default_rng(self.seed)
+        out = forward()
+        self.check_mutation(self.snap, "fn")
+        G = rng.standard_normal(out.shape)
+        g1 = vjp(out, G)
+        self.check_mutation(self.snap, "backward")
+        self.check_structure(g1)
+        self.g1 = self.dense(g1)
+        # Again on a fresh graph (determinism), and with G = 0 (must give 0).
+        self.g2 = self.dense(vjp(forward(), G))
+        self.g0 = vjp(forward(), np.zeros(out.shape))
+        self.check_structure(self.g0)
+        self.check_mutation(self.snap, "backward")
+        return G, self.g1
+
+    def after(self) -> None:
+        """The checks after the comparison: the inputs are unmodified, a zero upstream gradient
+        gave zero gradients, and the two backward passes of ``before`` agree bit for bit."""
+        self.check_mutation(self.snap, "fn")
+        self.check_zero_upstream(self.g0)
+        self.check_determinism(self.g1, self.g2)
+
     # ------------------------------------------------------------------ structural checks
     def check_mutation(self, snap: dict, when: str) -> None:
         """Fail (check ``input mutated``) when an input differs from its snapshot."""
@@ -228,14 +288,14 @@ class Diagnostics:
             if not _same_bits(np.asarray(cur), ref):
                 cur = np.asarray(cur)
                 changed = (int(np.sum(cur != ref)) if cur.shape == ref.shape else "all")
-                raise Failure("input mutated", f"{self.header('input mutated')}\n"
-                               f"input {i} (shape {ref.shape}) was modified in place by {when} "
-                               f"({changed} of {ref.size} entries changed); fn and backward must "
-                               "not write to their inputs", worst=(i, ()))
+                raise Failure("input mutated",
+                              f"input {i} (shape {ref.shape}) was modified in place by {when} "
+                              f"({changed} of {ref.size} entries changed); fn and backward must "
+                              "not write to their inputs", worst=(i, ()))
 
-    def check_structure(self, grads: list) -> None:
+    def check_structure(self, grads: list) -> list:
         """Fail when a gradient has the wrong shape or dtype, is not finite, or reaches an
-        unchecked input."""
+        unchecked input; else return ``grads``."""
         for p, g in zip(self.checked, grads):
             t = self.t(p)
             if g is None:
@@ -243,24 +303,23 @@ class Diagnostics:
             if not isinstance(g, np.ndarray) or g.shape != t.shape or g.dtype != t.dtype:
                 got = (f"shape {g.shape}, dtype {g.dtype}" if isinstance(g, np.ndarray)
                        else type(g).__name__)
-                raise Failure("shape/dtype", f"{self.header('shape/dtype')}\n"
-                               f"the gradient of {self.desc(p)} has {got}; expected shape "
-                               f"{t.shape}, dtype {t.dtype}", worst=(p, ()))
+                raise Failure("shape/dtype", f"the gradient of {self.desc(p)} has {got}; "
+                              f"expected shape {t.shape}, dtype {t.dtype}", worst=(p, ()))
             bad = ~np.isfinite(g)
             if bad.any():
                 ks = np.flatnonzero(bad)
                 where = ", ".join(f"{_idx(t.shape, k)}={g.reshape(-1)[k]}" for k in ks[:5])
-                raise Failure("finite", f"{self.header('finite')}\n"
-                               f"the gradient of {self.desc(p)} has {len(ks)} of {g.size} "
-                               f"non-finite entries: {where}",
-                               worst=(p, _idx(t.shape, ks[0])), n_viol=len(ks), n_cmp=g.size)
+                raise Failure("finite", f"the gradient of {self.desc(p)} has {len(ks)} of "
+                              f"{g.size} non-finite entries: {where}",
+                              worst=(p, _idx(t.shape, ks[0])), n_viol=len(ks), n_cmp=g.size)
         for i in self.others:
             x = self.inputs[i]
             if x.grad is not None:
                 raise Failure("unchecked input got a gradient",
-                               f"{self.header('unchecked input got a gradient')}\ninput {i} "
-                               f"(shape {x.shape}, dtype {x.dtype}) is not checked (integer or "
-                               "not requiring grad) but received a gradient", worst=(i, ()))
+                              f"input {i} (shape {x.shape}, dtype {x.dtype}) is not checked "
+                              "(integer or not requiring grad) but received a gradient",
+                              worst=(i, ()))
+        return grads
 
     def check_zero_upstream(self, g0: list) -> None:
         """Fail when a zero upstream gradient gave a nonzero gradient."""
@@ -269,7 +328,7 @@ class Diagnostics:
                 ks = np.flatnonzero(g != 0)
                 shape = self.t(p).shape
                 vals = ", ".join(f"{_idx(shape, k)}={g.reshape(-1)[k]:.6g}" for k in ks[:5])
-                raise Failure("zero upstream", f"{self.header('zero upstream')}\n"
+                raise Failure("zero upstream",
                               f"with a zero upstream gradient, the gradient of {self.desc(p)} "
                               f"has {len(ks)} of {g.size} nonzero entries: {vals}; a backward "
                               "must scale with its upstream gradient",
@@ -282,7 +341,7 @@ class Diagnostics:
                 diff = np.flatnonzero(~((a == b) | (np.isnan(a) & np.isnan(b))))
                 shape = self.t(p).shape
                 k = int(diff[0]) if len(diff) else 0
-                raise Failure("determinism", f"{self.header('determinism')}\n"
+                raise Failure("determinism",
                               f"two backward passes on fresh graphs with the same upstream "
                               f"gradient differ for {self.desc(p)} at {len(diff)} of {a.size} "
                               f"entries (first {_idx(shape, k)}: {a.reshape(-1)[k]!r} vs "
@@ -300,36 +359,76 @@ class Diagnostics:
             s["worst"] = None if p is None else (p, in_k)
             s["worst_out"] = out_k
 
-    def track(self, p, A, err, rel, ratio, out_shape, jac: bool) -> None:
-        """Keep the max errors and the worst entry over everything compared."""
-        if A.size:
-            fin_err = np.where(np.isfinite(err), err, np.inf)
-            w = int(np.argmax(np.where(np.isnan(ratio), np.inf, ratio)))
-            wo, wk = (divmod(w, A.shape[1]) if jac else (None, w))
-            self.record(p, _idx(self.t(p).shape, wk), _idx(out_shape, wo) if jac else None,
-                        float(fin_err.reshape(-1)[w]), float(np.nan_to_num(rel, nan=np.inf).max()),
-                        float(np.nan_to_num(ratio, nan=np.inf).reshape(-1)[w]))
-        self.stats["n"] += A.size
+    def record_comparisons(self, comparisons: list) -> None:
+        """Keep the max errors and the worst entry over every comparison of slow mode."""
+        for c in comparisons:
+            A, jac = c.analytical, c.check == "jacobian"
+            err, _, rel, ratio = _errors(A, c.numerical, self.atol, self.rtol)
+            if A.size:
+                p = self.checked[c.j]
+                w = int(np.argmax(np.where(np.isnan(ratio), np.inf, ratio)))
+                wo, wk = (divmod(w, A.shape[1]) if jac else (None, w))
+                self.record(p, _idx(self.t(p).shape, wk), _idx(c.out_shape, wo) if jac else None,
+                            float(np.where(np.isfinite(err), err, np.inf).reshape(-1)[w]),
+                            float(np.nan_to_num(rel, nan=np.inf).max()),
+                            float(np.nan_to_num(ratio, nan=np.inf).reshape(-1)[w]))
+            self.stats["n"] += A.size
 
-    def violations(self, check, p, A, Nm, Cv, err, tol, rel, ratio, bad, out_shape, jac: bool):
-        """The violating entries of one comparison, with those at kinks marked."""
+    def violations(self, c, f, G: np.ndarray, base: np.ndarray) -> dict:
+        """The violating entries of one comparison ``c`` (a ``gradcheck.Comparison``), with
+        those at kinks marked; ``f`` is fn without a graph, ``base = f()``."""
+        p, A, Nm, bad, jac = self.checked[c.j], c.analytical, c.numerical, c.bad, \
+            c.check == "jacobian"
+        err, tol, rel, ratio = _errors(A, Nm, self.atol, self.rtol)
         # Kinks: one-sided differences d+ = Nm + Cv/2, d- = Nm - Cv/2 disagree, and the
         # analytical value lies between them (a one-sided derivative, not a wrong backward).
+        # Cv = d+ - d- is computed at the violating entries only (zero elsewhere).
+        x = self.t(p).data
+        Cv = np.zeros(Nm.shape)
+        for k in np.flatnonzero(bad.any(axis=0) if jac else bad):
+            gap = _one_sided_gap(f, x, int(k), self.eps, base)
+            if jac:
+                Cv[:, k] = gap.reshape(-1)
+            else:
+                Cv[k] = np.sum(G * gap)
         dp, dm = Nm + Cv / 2, Nm - Cv / 2
         lo, hi = np.minimum(dp, dm), np.maximum(dp, dm)
         ktol = self.atol + self.rtol * np.maximum(np.abs(dp), np.abs(dm))
         kink = bad & (hi - lo > ktol) & (A >= lo - tol) & (A <= hi + tol)
-        return dict(check=check, p=p, A=A, Nm=Nm, err=err, tol=tol, rel=rel, ratio=ratio,
-                    bad=bad, kink=kink, dp=dp, dm=dm, jac=jac, out_shape=out_shape)
+        return dict(check=c.check, p=p, A=A, Nm=Nm, err=err, tol=tol, rel=rel, ratio=ratio,
+                    bad=bad, kink=kink, dp=dp, dm=dm, jac=jac, out_shape=c.out_shape)
 
     # ------------------------------------------------------------------ the failure report
-    def failure(self, results: list) -> Failure:
-        """The report of the input whose worst violation is largest; the others listed."""
+    def diagnose(self, comparisons: list, f, G: np.ndarray, fast_failed=None) -> Failure:
+        """The failure of slow mode's ``comparisons`` (``gradcheck.Comparison``), explained:
+        the input whose worst violation is largest, its kinks, worst entries, hints and
+        Jacobians, the other failing inputs listed. ``fast_failed`` (from ``fast_check``)
+        adds the failed directional products, or is the failure when no entry violates."""
+        # For the hints: the numerical gradients of the other inputs, and whether the full
+        # Jacobians passed (then only J^T G failed).
+        self.num_jac = {self.checked[c.j]: c.numerical for c in comparisons
+                        if c.check == "jacobian"}
+        self.num_vjp = {self.checked[c.j]: c.numerical for c in comparisons if c.check == "vjp"}
+        self.full_jacobian_passed = bool(self.num_vjp) and bool(self.num_jac)
+        failed = [c for c in comparisons if c.bad.any()]
+        if not failed:
+            return Failure("fast", f"{fast_failed['summary']}\nthe slow-mode fallback on "
+                           f"inputs {fast_failed['positions']} found no violating entry: the "
+                           "directional tolerance is tighter than the entrywise one here; try a "
+                           "larger atol")
+        base = f()
+        results = [self.violations(c, f, G, base) for c in failed]
         results.sort(key=lambda r: -float(np.nan_to_num(r["ratio"], nan=np.inf).max()))
         nonkink = [r for r in results if (r["bad"] & ~r["kink"]).any()]
         main = (nonkink or results)[0]
         others = [(r["p"], int(r["bad"].sum()), r["bad"].size) for r in results if r is not main]
-        return self.fail_from(main, others)
+        failure = self.fail_from(main, others)
+        if fast_failed is not None:
+            failure.text += ("\n" + fast_failed["summary"] + "\n(entries above from the "
+                             "slow-mode fallback" + ("" if fast_failed["full"] else
+                                                     ", J^T G only: the Jacobian is too large")
+                             + ")")
+        return failure
 
     def fail_from(self, res: dict, others: list) -> Failure:
         """The failure message of one comparison: kinks, worst entries, hints, Jacobians."""
@@ -342,10 +441,8 @@ class Diagnostics:
         what = "Jacobian entries" if jac else "entries of J^T G (random Gaussian upstream G)"
         only_kinks = bool((bad & ~kink).sum() == 0)
         check = "kink" if only_kinks else res["check"]
-        lines = [self.header(check)]
-        where = (f"{self.desc(p)}, output of shape {tuple(out_shape)}")
-        lines.append(f"{where}: {n_bad} of {n_all} {what} violate "
-                     "|analytical - numerical| <= atol + rtol * |numerical|")
+        lines = [f"{self.desc(p)}, output of shape {tuple(out_shape)}: {n_bad} of {n_all} "
+                 f"{what} violate |analytical - numerical| <= atol + rtol * |numerical|"]
         flat_bad = np.flatnonzero(bad.reshape(-1))
         ratio = np.nan_to_num(res["ratio"].reshape(-1), nan=np.inf)
         if kink.any():
@@ -451,9 +548,17 @@ class Diagnostics:
         return out
 
     # ------------------------------------------------------------------ fast mode
-    def fast(self, G: np.ndarray, g1: list) -> None:
+    def fast_check(self, f, G: np.ndarray, g1: list):
         """Fast mode: ``<G, J u>`` by central differences against ``<J^T G, u>`` over
-        ``n_directions`` Gaussian directions; on failure, the slow-mode fallback's report."""
+        ``n_directions`` Gaussian directions; ``f`` is fn without a graph, ``g1`` the engine's
+        ``J^T G``.
+
+        Returns ``(which, full, fast_failed)``: ``([], True, None)`` when every direction
+        agrees; else the indices (into the checked inputs) of the inputs slow mode should
+        check (those that fail on their own, else all), whether it should build full
+        Jacobians (small enough) or ``J^T G`` only, and what ``diagnose`` reports about the
+        failed directions.
+        """
         rng = np.random.default_rng([self.seed, 1])
         arrs = [self.t(p).data for p in self.checked]
         origs = [a.copy() for a in arrs]
@@ -467,10 +572,10 @@ class Diagnostics:
             e = self.eps
             for j in which:
                 np.add(origs[j], e * u[j], out=arrs[j])
-            fp = self.f()
+            fp = f()
             for j in which:
                 np.subtract(origs[j], e * u[j], out=arrs[j])
-            fm = self.f()
+            fm = f()
             for j in which:
                 np.copyto(arrs[j], origs[j])
             # Difference first, then the dot product: large constant outputs (a -1e9 mask)
@@ -492,7 +597,7 @@ class Diagnostics:
                 failed.append((d, ana, num, err, tol))
         self.stats["worst"] = None
         if not failed:
-            return
+            return [], True, None
         # Localize: the same directions restricted to one input at a time.
         suspects = []
         for j, p in enumerate(self.checked):
@@ -503,9 +608,10 @@ class Diagnostics:
                 uj = [x / norm for x in u]
                 ana, num = directional(uj, [j])
                 if not abs(ana - num) <= self.atol + self.rtol * abs(num):
-                    suspects.append(p)
+                    suspects.append(j)
                     break
-        positions = suspects or list(self.checked)
+        which = suspects or list(range(len(self.checked)))
+        positions = [self.checked[j] for j in which]
         m = int(np.prod(G.shape)) if G.ndim else 1
         n = sum(self.t(p).size for p in positions)
         full = m <= _FALLBACK_MAX_OUTPUTS and m * n <= _FALLBACK_MAX_ENTRIES
@@ -513,17 +619,15 @@ class Diagnostics:
         summary = (f"fast mode: {len(failed)} of {len(dirs)} directions violate; direction {d}: "
                    f"<G, J u> numerical = {num:.9g}, <J^T G, u> analytical = {ana:.9g}, "
                    f"abs err {err:.3e} > allowed {tol:.3e}")
-        try:
-            self.slow(positions, G, g1, full)
-        except Failure as f:
-            f.text = f.text + "\n" + summary + "\n(entries above from the slow-mode fallback" + \
-                ("" if full else ", J^T G only: the Jacobian is too large") + ")"
-            raise
-        raise Failure("fast", f"{self.header('fast')}\n{summary}\nthe slow-mode fallback on "
-                       f"inputs {positions} found no violating entry: the directional "
-                       "tolerance is tighter than the entrywise one here; try a larger atol")
+        return which, full, dict(summary=summary, positions=positions, full=full)
 
     # ------------------------------------------------------------------ reports
+    def report(self, comparisons: list, failure: Optional[Failure] = None) -> GradcheckReport:
+        """The ``GradcheckReport``: the max errors over the directional products (fast mode)
+        and slow mode's ``comparisons``; failed when ``failure`` is given."""
+        self.record_comparisons(comparisons)
+        return self.passed_report() if failure is None else self.failed_report(failure)
+
     def failed_report(self, f: Failure) -> GradcheckReport:
         """The ``GradcheckReport`` of a failed check."""
         s = self.stats
@@ -535,7 +639,7 @@ class Diagnostics:
             max_tol_ratio=s["ratio"] if s["n"] else float("nan"),
             worst=fl.get("worst"), worst_output=fl.get("worst_out"),
             n_violations=int(fl.get("n_viol", 1)), n_compared=int(fl.get("n_cmp", 1)),
-            message=f.text, eps=self.eps, atol=self.atol, rtol=self.rtol, seed=self.seed,
+            message=f"{self.header(f.check)}\n{f.text}", eps=self.eps, atol=self.atol, rtol=self.rtol, seed=self.seed,
             checked_inputs=tuple(self.checked))
 
     def passed_report(self) -> GradcheckReport:

@@ -14,21 +14,22 @@ Reading order: the Tensor with its ``data`` and ``grad``; the arithmetic operato
 ``Function.apply`` of a primitive in ``ops.py``); ``backward`` (topological sort, then one
 loop in reverse order); then the other methods (elementwise, reductions, shape). The in-place
 operations (``+=``, ``add_``, ``zero_``, ``t[i] = v``, ...) and the version counter they bump
-are in ``_inplace.py``.
+are in ``_inplace.py``; the small helpers both files use (dtype test, a Tensor's array, index
+and axis arguments) in ``_helpers.py``.
 """
 from __future__ import annotations
 
-import collections
 import numbers
 from typing import Any, Optional
 
 import numpy as np
 
+from ._helpers import MINMAX, TensorBase, axis_keep, index_arrays, is_float_dtype, plain
 from ._inplace import InplaceOps
 from .function import _VersionCounter, _freed_message
 
 
-class Tensor(InplaceOps):
+class Tensor(TensorBase, InplaceOps):
     """An n-dimensional array that records the operations done on it for reverse mode.
 
     Args:
@@ -79,7 +80,7 @@ class Tensor(InplaceOps):
         version counter, so a backward that saved the old values raises; assigning a new array
         does not (the saved array is untouched), as in PyTorch."""
         arr = np.asarray(value.data if isinstance(value, Tensor) else value)
-        if self._requires_grad and not _is_float_dtype(arr.dtype):
+        if self._requires_grad and not is_float_dtype(arr.dtype):
             raise TypeError(f"a Tensor that requires grad needs floating data, got {arr.dtype}")
         if arr is self._data or (arr.size and self._data.size
                                  and np.may_share_memory(arr, self._data)):
@@ -94,7 +95,7 @@ class Tensor(InplaceOps):
     @requires_grad.setter
     def requires_grad(self, flag: bool) -> None:
         flag = bool(flag)
-        if flag and not _is_float_dtype(self._data.dtype):
+        if flag and not is_float_dtype(self._data.dtype):
             raise TypeError(
                 f"only floating-point Tensors can require gradients, got dtype {self._data.dtype}"
             )
@@ -306,22 +307,22 @@ class Tensor(InplaceOps):
 
     # ------------------------------------------------------- comparisons, conversions, indexing
     def __lt__(self, other):
-        return Tensor(self._data < _plain(other))
+        return Tensor(self._data < plain(other))
 
     def __le__(self, other):
-        return Tensor(self._data <= _plain(other))
+        return Tensor(self._data <= plain(other))
 
     def __gt__(self, other):
-        return Tensor(self._data > _plain(other))
+        return Tensor(self._data > plain(other))
 
     def __ge__(self, other):
-        return Tensor(self._data >= _plain(other))
+        return Tensor(self._data >= plain(other))
 
     def __eq__(self, other):
-        return Tensor(self._data == _plain(other))
+        return Tensor(self._data == plain(other))
 
     def __ne__(self, other):
-        return Tensor(self._data != _plain(other))
+        return Tensor(self._data != plain(other))
 
     def __bool__(self) -> bool:
         if self._data.size != 1:
@@ -353,7 +354,7 @@ class Tensor(InplaceOps):
         return self._data.copy() if copy else self._data
 
     def __getitem__(self, index):
-        return _ops.GetItem.apply(self, index=_index_arrays(index))
+        return _ops.GetItem.apply(self, index=index_arrays(index))
 
     # ---------------------------------------------------------------- elementwise
     def pow(self, exponent: float) -> "Tensor":
@@ -420,12 +421,12 @@ class Tensor(InplaceOps):
     # NumPy's keywords (axis, keepdims) and PyTorch's (dim, keepdim) are both accepted.
     def sum(self, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> "Tensor":
         """Sum over ``axis``/``dim`` (None, int or tuple; negative allowed), as ``np.sum``."""
-        axis, keepdims = _axis_keep("sum", axis, keepdims, dim, keepdim)
+        axis, keepdims = axis_keep("sum", axis, keepdims, dim, keepdim)
         return _ops.Sum.apply(self, axis=axis, keepdims=keepdims)
 
     def mean(self, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> "Tensor":
         """Mean over ``axis``/``dim`` (None, int or tuple; negative allowed), as ``np.mean``."""
-        axis, keepdims = _axis_keep("mean", axis, keepdims, dim, keepdim)
+        axis, keepdims = axis_keep("mean", axis, keepdims, dim, keepdim)
         return _ops.Mean.apply(self, axis=axis, keepdims=keepdims)
 
     def max(self, axis=None, keepdims: bool = False, *, dim=None, keepdim=None):
@@ -459,19 +460,19 @@ class Tensor(InplaceOps):
             arg = np.argmax if name == "max" else np.argmin
             idx = np.expand_dims(arg(self._data, axis=d[0]), d[0])
             values = _ops.TakeAlongAxis.apply(self, idx=idx, axis=d[0], keepdim=keep)
-            return _MINMAX[name](values, Tensor(idx if keep else np.squeeze(idx, axis=d[0])))
-        axis, keepdims = _axis_keep(name, axis, keepdims, None, keepdim)
+            return MINMAX[name](values, Tensor(idx if keep else np.squeeze(idx, axis=d[0])))
+        axis, keepdims = axis_keep(name, axis, keepdims, None, keepdim)
         return fn.apply(self, axis=axis, keepdims=keepdims, nan="spread")
 
     def amax(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> "Tensor":
         """Maximum over ``dim`` (None: all, int or tuple) (``torch.amax``): the gradient is split
         evenly among tied maxima; in a slice holding NaN every entry gets a NaN gradient."""
-        dim, keepdim = _axis_keep("amax", dim, keepdim, axis, keepdims)
+        dim, keepdim = axis_keep("amax", dim, keepdim, axis, keepdims)
         return _ops.Max.apply(self, axis=dim, keepdims=keepdim, nan="amax")
 
     def amin(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> "Tensor":
         """Minimum over ``dim`` (``torch.amin``); the gradient rules of ``amax``."""
-        dim, keepdim = _axis_keep("amin", dim, keepdim, axis, keepdims)
+        dim, keepdim = axis_keep("amin", dim, keepdim, axis, keepdims)
         return _ops.Min.apply(self, axis=dim, keepdims=keepdim, nan="amax")
 
     def argmax(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> "Tensor":
@@ -484,7 +485,7 @@ class Tensor(InplaceOps):
         return self._arg("argmin", np.argmin, dim, keepdim, axis, keepdims)
 
     def _arg(self, name, fn, dim, keepdim, axis, keepdims):
-        dim, keepdim = _axis_keep(name, dim, keepdim, axis, keepdims)
+        dim, keepdim = axis_keep(name, dim, keepdim, axis, keepdims)
         if dim is None:
             r = np.asarray(fn(self._data.reshape(-1)))
             return Tensor(r.reshape((1,) * self.ndim) if keepdim else r, dtype=np.int64)
@@ -690,16 +691,12 @@ def _validate(ctx, grads) -> tuple:
 
 
 # ----------------------------------------------------------------------------- operands and arguments
-def _is_float_dtype(dtype) -> bool:
-    return np.issubdtype(dtype, np.floating)
-
-
 def _operand(x: Any, like: "Tensor"):
     """Turn the other side of a binary operator into a Tensor or an array constant."""
     if isinstance(x, Tensor):
         return x
     if isinstance(x, (numbers.Number, np.generic)) and not isinstance(x, np.ndarray):
-        if _is_float_dtype(like.dtype):
+        if is_float_dtype(like.dtype):
             return np.asarray(x, dtype=like.dtype)
         if isinstance(x, (bool, numbers.Integral)) and np.issubdtype(like.dtype, np.integer):
             return np.asarray(x, dtype=like.dtype)
@@ -722,40 +719,6 @@ def _pair(t: "Tensor", other: Any):
     elif od.kind == "f" and td.kind in "biu":
         return t.data.astype(od), o
     return t, o
-
-
-def _axis_keep(fn, axis, keepdims, dim, keepdim):
-    """Merge NumPy's (axis, keepdims) and PyTorch's (dim, keepdim) spellings of one argument."""
-    if dim is not None:
-        if axis is not None:
-            raise TypeError(f"{fn}: got both axis= and dim= (the same argument); use one")
-        axis = dim
-    if keepdim is not None:
-        keepdims = keepdim
-    if isinstance(axis, list):
-        axis = tuple(axis)
-    return axis, bool(keepdims)
-
-
-_MINMAX = {
-    "max": collections.namedtuple("max", ["values", "indices"]),
-    "min": collections.namedtuple("min", ["values", "indices"]),
-}
-
-
-def _plain(x):
-    return x.data if isinstance(x, Tensor) else x
-
-
-def _index_arrays(index):
-    """Replace Tensors inside an index by their arrays."""
-    if isinstance(index, Tensor):
-        return index.data
-    if isinstance(index, tuple):
-        return tuple(i.data if isinstance(i, Tensor) else i for i in index)
-    if isinstance(index, list):
-        return np.asarray([i.data if isinstance(i, Tensor) else i for i in index])
-    return index
 
 
 from . import ops as _ops  # noqa: E402  (ops needs Tensor defined first)
