@@ -51,7 +51,7 @@ def layernorm_forward(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: 
     """
     # Same operations in the same order as the formulas above, written into two buffers with
     # out= (a mean is np.add.reduce then a division by C, exactly as np.mean computes it):
-    # bit-identical to the plain expressions, five fresh (..., C) arrays fewer per call.
+    # bit-identical to the plain expressions, with two fresh (..., C) arrays instead of five.
     C = x.shape[-1]
     mean = np.add.reduce(x, axis=-1, keepdims=True)     # (..., 1)
     mean /= C                                           #           mean
@@ -84,7 +84,8 @@ def layernorm_backward(dout: np.ndarray, cache):
     dbias = dout2.sum(axis=0)                                       # (C,)
     dweight = np.einsum("nc,nc->c", dout2, xhat.reshape(-1, C))     # (C,)
     dxhat = np.multiply(dout, weight)                               # (..., C)
-    # -mean(dxhat), -xhat mean(dxhat xhat) with np.add.reduce / C (as np.mean) into buffers
+    # -mean(dxhat), -xhat mean(dxhat xhat) with np.add.reduce / C (as np.mean), in two
+    # (..., C) buffers instead of four fresh arrays; bit-identical
     m1 = np.add.reduce(dxhat, axis=-1, keepdims=True)               # (..., 1)
     m1 /= C
     prod = np.multiply(dxhat, xhat)                                 # (..., C) work buffer

@@ -49,7 +49,7 @@ def rmsnorm_forward(x: np.ndarray, weight: np.ndarray, eps: float = 1e-6):
         (out, cache): ``out`` of x's shape and dtype; ``cache = (xhat, weight, rstd)``.
     """
     # The formulas above with out= buffers (np.add.reduce then / C, exactly as np.mean):
-    # bit-identical to the plain expressions, two fresh (..., C) arrays fewer per call.
+    # bit-identical to the plain expressions, with two fresh (..., C) arrays instead of three.
     C = x.shape[-1]
     out = np.multiply(x, x)                             # (..., C)  work buffer: x^2
     ms = np.add.reduce(out, axis=-1, keepdims=True)     # (..., 1)
@@ -76,6 +76,7 @@ def rmsnorm_backward(dout: np.ndarray, cache):
     C = xhat.shape[-1]
     dweight = np.einsum("nc,nc->c", dout.reshape(-1, C), xhat.reshape(-1, C))   # (C,)
     dxhat = np.multiply(dout, weight)                                           # (..., C)
+    # mean(dxhat xhat) as np.add.reduce / C (as np.mean), two (..., C) buffers instead of four
     prod = np.multiply(dxhat, xhat)                                             # work buffer
     m = np.add.reduce(prod, axis=-1, keepdims=True)                             # (..., 1)
     m /= C                                                                      # mean(dxhat xhat)
