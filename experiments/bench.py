@@ -52,7 +52,7 @@ from minigrad.optim import AdamW, clip_grad_norm_
 from experiments import _torch_reference as reference
 from experiments._threads import add_threads_option
 from experiments._cli import (ArgumentParser, Printer, UsageError, check_json_path, fail,
-                              nonnegative_int, path_arg, positive_int, write_json)
+                              nonnegative_int, path_arg, positive_int, run_main, write_json)
 from experiments._runner import MAX_STEPS, VARIANTS, steps_arg
 
 PROG = "python -m experiments.bench"
@@ -459,7 +459,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         rows.append(row)
                         say(render(row))
     except KeyboardInterrupt:
-        sys.stderr.write(f"\n{PROG}: interrupted; nothing written\n")
+        # one line, no blank line before it: no progress line is redrawn on stderr here
+        sys.stderr.write(f"{PROG}: interrupted; nothing written\n")
         return EXIT_INTERRUPTED
     if json_path is not None:
         write_json(PROG, json_path, dict(
@@ -475,4 +476,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(run_main(PROG, main))

@@ -77,7 +77,9 @@ results.json (schema_version 1):
                          number, time_s: {median, p25, p75, min, max, samples: [...]},
                          minor_faults_per_call},
                 ratio_rms_over_ln: {flops, bytes_unfused, bytes_fused_min,
-                                    time_median, time_p25, time_p75}}}} ]
+                                    time_median, time_p25, time_p75, time_min, time_max,
+                                    time_implausible: null or why the time ratio is not
+                                    to be quoted (implausible(); the verdict says so too)}}}} ]
   claim: {quote, flops_ratio: {forward, forward_backward},
           time_ratio: {shape, forward, forward_backward}, verdict: [sentences]}
 All ratios are RMSNorm / LayerNorm (< 1: RMSNorm cheaper). FLOP and byte counts do not depend
@@ -208,9 +210,45 @@ def measure_shape(name: str, shape, dtype: str, repeats: int, seed: int) -> Dict
             k: res["rms"][k] / res["ln"][k] for k in ("flops", "bytes_unfused",
                                                       "bytes_fused_min")}
         res["ratio_rms_over_ln"].update(time_median=float(med), time_p25=float(p25),
-                                        time_p75=float(p75))
+                                        time_p75=float(p75), time_min=float(pair.min()),
+                                        time_max=float(pair.max()))
+        res["ratio_rms_over_ln"]["time_implausible"] = implausible(res["ratio_rms_over_ln"])
         entry["passes"][pass_] = res
     return entry
+
+
+#: A measured time ratio RMSNorm/LayerNorm is taken as a symptom of a busy machine rather than a
+#: measurement when it lies below PLAUSIBLE_LOW times the smallest of the counted cost ratios
+#: (FLOPs, unfused bytes, fused-minimum bytes) or above PLAUSIBLE_HIGH times the largest of them
+#: and 1: RMSNorm does a subset of LayerNorm's operations on the same arrays, so its time cannot
+#: honestly be a tiny fraction of LayerNorm's nor a multiple of it. Likewise when the paired
+#: per-repeat ratios disagree by more than WILD_SPREAD times (largest / smallest).
+PLAUSIBLE_LOW, PLAUSIBLE_HIGH, WILD_SPREAD = 0.5, 2.0, 4.0
+
+
+def implausible(r: Dict[str, Any]) -> Optional[str]:
+    """Why a pass's measured time ratio cannot be trusted, or None when it can.
+
+    Args:
+        r: a ``ratio_rms_over_ln`` entry: ``flops``, ``bytes_unfused``, ``bytes_fused_min``,
+            ``time_median`` and, when present, ``time_min`` and ``time_max`` (the smallest and
+            largest per-repeat paired ratio).
+
+    Returns:
+        A clause for the verdict ("outside the plausible range 0.25-2.00 ..." or "the repeats
+        disagree ..."), or None.
+    """
+    costs = [r["flops"], r["bytes_unfused"], r["bytes_fused_min"]]
+    low, high = PLAUSIBLE_LOW * min(costs), PLAUSIBLE_HIGH * max(costs + [1.0])
+    t = r["time_median"]
+    if not (low <= t <= high):
+        return (f"outside the plausible range {low:.2f}-{high:.2f} ({PLAUSIBLE_LOW:g}x the "
+                f"smallest and {PLAUSIBLE_HIGH:g}x the largest counted cost ratio)")
+    lo, hi = r.get("time_min"), r.get("time_max")
+    if lo is not None and hi is not None and (lo <= 0 or hi > WILD_SPREAD * lo):
+        return (f"the repeats disagree wildly (paired ratios from {lo:.2f} to {hi:.2f}, more "
+                f"than {WILD_SPREAD:g}x apart)")
+    return None
 
 
 def _saving(r: float) -> str:
@@ -239,6 +277,12 @@ def verdict(shapes: List[Dict[str, Any]]) -> List[str]:
             r = s["passes"][pass_]["ratio_rms_over_ln"]
             t, lo, hi = r["time_median"], r["time_p25"], r["time_p75"]
             f, u = r["flops"], r["bytes_unfused"]
+            why = implausible(r)
+            if why is not None:
+                out.append(f"Time {shape} {pass_.replace('_', '+')}: RMSNorm/LayerNorm = {t:.2f} "
+                           f"is not a measurement to quote: {why}; the machine was probably "
+                           f"busy. Rerun with more --repeats on an idle machine.")
+                continue
             if hi > 2 * lo:
                 out.append(f"Time {shape} {pass_.replace('_', '+')}: RMSNorm/LayerNorm = {t:.2f}, "
                            f"but the paired ratios spread too widely (IQR {lo:.2f}-{hi:.2f}) to "

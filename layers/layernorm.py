@@ -50,12 +50,22 @@ def layernorm_forward(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: 
         (out, cache): ``out`` of x's shape and dtype; ``cache = (xhat, weight, rstd)`` for
         ``layernorm_backward``.
     """
-    mean = x.mean(axis=-1, keepdims=True)               # (..., 1)
-    xc = x - mean                                       # (..., C)  centred
-    var = np.mean(xc * xc, axis=-1, keepdims=True)      # (..., 1)  biased variance, two-pass
-    rstd = 1.0 / np.sqrt(var + eps)                     # (..., 1)  reciprocal std
-    xhat = xc * rstd                                    # (..., C)  reuses no input memory
-    out = xhat * weight + bias                          # (..., C)
+    # Same operations in the same order as the formulas above, written into two buffers with
+    # out= (a mean is np.add.reduce then a division by C, exactly as np.mean computes it):
+    # bit-identical to the plain expressions, with two fresh (..., C) arrays instead of five.
+    C = x.shape[-1]
+    mean = np.add.reduce(x, axis=-1, keepdims=True)     # (..., 1)
+    mean /= C                                           #           mean
+    xc = np.subtract(x, mean)                           # (..., C)  centred
+    out = np.multiply(xc, xc)                           # (..., C)  work buffer: xc^2
+    var = np.add.reduce(out, axis=-1, keepdims=True)    # (..., 1)
+    var /= C                                            #           biased variance, two-pass
+    var += eps
+    rstd = np.sqrt(var, out=var)
+    rstd = np.divide(1.0, rstd, out=rstd)               # (..., 1)  reciprocal std
+    xhat = np.multiply(xc, rstd, out=xc)                # (..., C)  in the buffer of xc
+    np.multiply(xhat, weight, out=out)                  # (..., C)
+    out += bias
     return out, (xhat, weight, rstd)
 
 
@@ -74,9 +84,16 @@ def layernorm_backward(dout: np.ndarray, cache):
     dout2 = dout.reshape(-1, C)                                     # (N, C)
     dbias = dout2.sum(axis=0)                                       # (C,)
     dweight = np.einsum("nc,nc->c", dout2, xhat.reshape(-1, C))     # (C,)
-    dxhat = dout * weight                                           # (..., C)
-    dx = dxhat - dxhat.mean(axis=-1, keepdims=True)                 # term 1 - term 2: -mean(dxhat)
-    dx -= xhat * np.mean(dxhat * xhat, axis=-1, keepdims=True)      # term 3: -xhat mean(dxhat xhat)
+    dxhat = np.multiply(dout, weight)                               # (..., C)
+    # -mean(dxhat), -xhat mean(dxhat xhat) with np.add.reduce / C (as np.mean), in two
+    # (..., C) buffers instead of four fresh arrays; bit-identical
+    m1 = np.add.reduce(dxhat, axis=-1, keepdims=True)               # (..., 1)
+    m1 /= C
+    prod = np.multiply(dxhat, xhat)                                 # (..., C) work buffer
+    m2 = np.add.reduce(prod, axis=-1, keepdims=True)                # (..., 1)
+    m2 /= C
+    dx = np.subtract(dxhat, m1, out=dxhat)                          # term 1 - term 2, in place
+    dx -= np.multiply(xhat, m2, out=prod)                           # term 3: -xhat mean(dxhat xhat)
     dx *= rstd                                                      # scale by 1 / sqrt(var + eps)
     return dx, dweight, dbias
 

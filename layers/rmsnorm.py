@@ -50,10 +50,17 @@ def rmsnorm_forward(x: np.ndarray, weight: np.ndarray, eps: float = 1e-6):
     Returns:
         (out, cache): ``out`` of x's shape and dtype; ``cache = (xhat, weight, rstd)``.
     """
-    ms = np.mean(x * x, axis=-1, keepdims=True)         # (..., 1)  mean square
-    rstd = 1.0 / np.sqrt(ms + eps)                      # (..., 1)  reciprocal rms
-    xhat = x * rstd                                     # (..., C)
-    out = xhat * weight                                 # (..., C)
+    # The formulas above with out= buffers (np.add.reduce then / C, exactly as np.mean):
+    # bit-identical to the plain expressions, with two fresh (..., C) arrays instead of three.
+    C = x.shape[-1]
+    out = np.multiply(x, x)                             # (..., C)  work buffer: x^2
+    ms = np.add.reduce(out, axis=-1, keepdims=True)     # (..., 1)
+    ms /= C                                             #           mean square
+    ms += eps
+    rstd = np.sqrt(ms, out=ms)
+    rstd = np.divide(1.0, rstd, out=rstd)               # (..., 1)  reciprocal rms
+    xhat = np.multiply(x, rstd)                         # (..., C)
+    np.multiply(xhat, weight, out=out)                  # (..., C)
     return out, (xhat, weight, rstd)
 
 
@@ -70,9 +77,13 @@ def rmsnorm_backward(dout: np.ndarray, cache):
     xhat, weight, rstd = cache
     C = xhat.shape[-1]
     dweight = np.einsum("nc,nc->c", dout.reshape(-1, C), xhat.reshape(-1, C))   # (C,)
-    dxhat = dout * weight                                                       # (..., C)
-    dx = dxhat - xhat * np.mean(dxhat * xhat, axis=-1, keepdims=True)  # term 1 - projection term
-    dx *= rstd                                                         # scale by 1 / rms
+    dxhat = np.multiply(dout, weight)                                           # (..., C)
+    # mean(dxhat xhat) as np.add.reduce / C (as np.mean), two (..., C) buffers instead of four
+    prod = np.multiply(dxhat, xhat)                                             # work buffer
+    m = np.add.reduce(prod, axis=-1, keepdims=True)                             # (..., 1)
+    m /= C                                                                      # mean(dxhat xhat)
+    dx = np.subtract(dxhat, np.multiply(xhat, m, out=prod), out=dxhat)  # term 1 - projection
+    dx *= rstd                                                          # scale by 1 / rms
     return dx, dweight
 
 

@@ -322,9 +322,16 @@ class AdamW(Optimizer):
                 # two scratch arrays of p's shape, reused across steps: no temporaries
                 buf, update = self._scratch(p.data)
 
+                # p's own array is updated in place with ufuncs (out=) and its version counter
+                # bumped once per change, as mul_ and add_ do; their checks (grad mode,
+                # broadcasting, dtype) hold by construction here and cost more than the
+                # arithmetic at small sizes (docs/performance.md). Same arithmetic as
+                # mul_/add_: the Python scalar is taken in p's dtype.
+                data = p.data
                 # decoupled weight decay: p <- p * (1 - lr * wd)
                 if wd != 0.0:
-                    p.mul_(1.0 - lr * wd)
+                    np.multiply(data, np.asarray(1.0 - lr * wd, dtype=data.dtype), out=data)
+                    p._bump()
                 # first moment, as torch's lerp with weight 1 - beta1 (< 0.5): m += w * (g - m)
                 np.subtract(g, m, out=buf)
                 buf *= 1.0 - beta1
@@ -344,7 +351,8 @@ class AdamW(Optimizer):
                 # p <- p + (-step_size) * m / denom   (torch's addcdiv_, evaluated left to right)
                 np.multiply(m, -step_size, out=update)
                 update /= denom
-                p.add_(update)
+                np.add(data, update, out=data)
+                p._bump()
         return loss
 
 

@@ -100,3 +100,20 @@ def test_json_into_a_missing_directory_writes_nothing(tmp_path):
     r = _cmd(*MINIMAL, "--no-reference", "--json", str(tmp_path / "no" / "b.json"))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "no").exists()
+
+
+
+def test_ctrl_c_prints_one_line_and_exits_130(tmp_path, monkeypatch, capsys):
+    """Ctrl-C while measuring: exactly one line on stderr (no blank line before it), status 130,
+    no JSON written."""
+    from experiments._cli import run_main
+
+    def interrupt(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bench, "measure", interrupt)
+    out = tmp_path / "bench.json"
+    rc = run_main(bench.PROG, bench.main, MINIMAL + ["--no-reference", "--json", str(out)])
+    assert rc == 130
+    assert capsys.readouterr().err == f"{bench.PROG}: interrupted; nothing written\n"
+    assert not out.exists()

@@ -174,3 +174,28 @@ def test_output_dir_that_is_a_file_writes_nothing(tmp_path):
     assert len(proc.stderr.strip().splitlines()) == 1 and "not a directory" in proc.stderr
     assert "Traceback" not in proc.stderr and proc.stdout == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def _ratio(t, lo, hi, flops=0.55, unfused=0.6, fused=0.75):
+    return {"flops": flops, "bytes_unfused": unfused, "bytes_fused_min": fused,
+            "time_median": t, "time_min": lo, "time_max": hi}
+
+
+def test_an_implausible_time_ratio_is_flagged():
+    """Bounds by hand: 0.5 x min(0.55, 0.6, 0.75) = 0.275, 2 x max(..., 1) = 2.0."""
+    assert norm_cost.implausible(_ratio(0.6, 0.5, 0.7)) is None
+    assert norm_cost.implausible(_ratio(0.28, 0.27, 0.29)) is None
+    assert "0.28-2.00" in norm_cost.implausible(_ratio(0.02, 0.01, 0.03))   # the busy-machine case
+    assert "plausible range" in norm_cost.implausible(_ratio(2.5, 2.4, 2.6))
+    assert "disagree" in norm_cost.implausible(_ratio(0.6, 0.2, 0.9))      # 4.5x apart
+    assert norm_cost.implausible(_ratio(0.6, 0.2, 0.8)) is None           # exactly 4x: kept
+
+
+def test_the_verdict_says_an_implausible_ratio_is_not_to_be_quoted():
+    r = dict(_ratio(0.02, 0.01, 0.03), time_p25=0.015, time_p75=0.025)
+    shape = {"B": 32, "T": 32, "C": 64, "passes": {
+        p: {"ratio_rms_over_ln": r, "ln": {"minor_faults_per_call": 0},
+            "rms": {"minor_faults_per_call": 0}} for p in norm_cost.PASSES}}
+    lines = [v for v in norm_cost.verdict([shape]) if v.startswith("Time")]
+    assert len(lines) == 2
+    assert all("= 0.02 is not a measurement to quote" in v and "busy" in v for v in lines)

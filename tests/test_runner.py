@@ -316,3 +316,45 @@ def test_a_model_broken_by_its_last_update_is_reported_as_diverged(tmp_path, cap
         assert r["status"] == "diverged" and r["steps_completed"] == 2
         assert r["message"] == "final loss (evaluated after the last update) became nan"
         assert r["val_loss"] is None and len(r["loss_curve"]) == 2
+
+
+def test_default_jobs_is_the_usable_cpus_at_most_the_runs(monkeypatch):
+    from experiments import _runner
+    monkeypatch.setattr(_runner.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5, 6, 7},
+                        raising=False)
+    assert _runner.default_jobs(4, 200) == 4            # 8 CPUs, 4 runs
+    assert _runner.default_jobs(20, 200) == 8           # 8 CPUs, 20 runs
+    assert _runner.default_jobs(4, _runner.MIN_STEPS_FOR_PROCESSES - 1) == 1   # short runs
+    monkeypatch.setattr(_runner.os, "sched_getaffinity", lambda pid: {3}, raising=False)
+    assert _runner.default_jobs(4, 200) == 1            # one CPU
+
+
+def test_no_jobs_option_gives_the_numbers_of_jobs_1(tmp_path):
+    """Without --jobs, a run long enough for worker processes (on a machine with 2+ CPUs) writes
+    the curves and log of --jobs 1."""
+    from experiments import _runner, four_variants
+    args = ["--steps", str(_runner.MIN_STEPS_FOR_PROCESSES), "--n-layers", "1", "--d-model", "16",
+            "--n-heads", "2", "--block-size", "8", "--batch-size", "4", "--no-plots"]
+    for name, extra in (("default", []), ("serial", ["--jobs", "1"])):
+        assert four_variants.main(args + extra + ["--output-dir", str(tmp_path / name)]) == 0
+    for f in ("curves.csv", "run_log.txt"):
+        assert (tmp_path / "default" / f).read_text() == (tmp_path / "serial" / f).read_text()
+
+
+def test_run_lines_are_printed_in_the_plans_order_whatever_order_runs_finish(
+        tmp_path, monkeypatch, capsys):
+    """Workers may finish in any order; stdout lists the runs as --jobs 1 does."""
+    from experiments import _runner, four_variants
+    real = _runner.run_jobs
+
+    def reversed_finish(plan, jobs=1, on_done=None):
+        runs = real(plan, 1)                    # train serially, report the last run first
+        for e in reversed(runs):
+            on_done(e)
+        return runs
+
+    monkeypatch.setattr(_runner, "run_jobs", reversed_finish)
+    assert four_variants.main(TINY + ["--no-plots", "--output-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    names = [line.split()[0] + "+" + line.split()[2] for line in out[:4]]
+    assert names == ["ln+gelu", "rms+gelu", "ln+swiglu", "rms+swiglu"], out[:4]
