@@ -171,7 +171,7 @@ def _deltas(plt, report, path: Path) -> None:
     ax.set_yticks(range(len(labels)))
     ax.set_yticklabels(labels, fontsize=9)
     ax.invert_yaxis()
-    ax.set_xlabel(f"final loss minus {base}'s, same seed (nats/token); " +
+    ax.set_xlabel(f"final loss minus {base}'s, same seed (nats/token)\n" +
                   ("bars: 95% Student-t interval" if bars else
                    "one seed: no interval (--seeds 2 or more)"))
     ax.set_title(f"{report.study.name}: paired differences from {base} "

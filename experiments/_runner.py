@@ -83,6 +83,7 @@ above ``MAX_STEPS`` is refused; a run estimated over a day is warned about once.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import math
 import multiprocessing
 import os
@@ -252,8 +253,8 @@ def build_parser(study: Study) -> ArgumentParser:
     p.add_argument("--jobs", type=positive_int, default=None, metavar="N",
                    help="train N runs at a time in separate processes (default: one per usable "
                         f"CPU, at most one per run, with {MIN_STEPS_FOR_PROCESSES} steps or more "
-                        "a run; else 1, everything in this process); the numbers do not "
-                        "depend on N")
+                        "a run; else 1, everything in this process); N above the number of "
+                        "runs starts one process per run; the numbers do not depend on N")
     p.add_argument("--eval-every", type=positive_int, default=EVAL_EVERY, metavar="K",
                    help=f"validation loss every K steps in curves.csv (default {EVAL_EVERY})")
     p.add_argument("--eval-tokens", type=positive_int, default=EVAL_TOKENS, metavar="N",
@@ -711,6 +712,20 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+@contextlib.contextmanager
+def _sigint_blocked():
+    """Hold SIGINT pending in this thread (and in processes started meanwhile, which inherit
+    the mask) for the ``with`` block; a Ctrl-C that arrived is delivered when it ends."""
+    if not hasattr(signal, "pthread_sigmask"):  # not POSIX: nothing to hold
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def run_jobs(plan: Plan, jobs: int = 1,
              on_done: Optional[Callable[[Dict[str, Any]], None]] = None) -> List[Dict[str, Any]]:
     """Run every (variant, seed) job of ``plan``; returns the entries in ``plan.jobs()`` order.
@@ -744,7 +759,12 @@ def run_jobs(plan: Plan, jobs: int = 1,
                                   mp_context=multiprocessing.get_context("spawn"),
                                   initializer=_ignore_sigint)
     try:
-        futures = {pool.submit(run_job, spec): i for i, spec in enumerate(specs)}
+        # The workers start inside submit. SIGINT is blocked meanwhile: they inherit the blocked
+        # mask through fork and exec, so a Ctrl-C aimed at the terminal's process group never
+        # interrupts a worker half-way through Python's start-up (a traceback from its imports);
+        # this process takes the pending signal when the mask is restored and stops them.
+        with _sigint_blocked():
+            futures = {pool.submit(run_job, spec): i for i, spec in enumerate(specs)}
         for fut in cf.as_completed(futures):
             results[futures[fut]] = fut.result()
             if on_done:

@@ -291,7 +291,7 @@ def build_parser() -> ArgumentParser:
     p = ArgumentParser(
         prog=PROG,
         description="Gradient-check deliberately wrong backward passes beside the right ones.",
-        epilog="Exit status: 0 every right backward passes and every wrong one is caught; "
+        epilog="Exit status: 0 when every right backward passes and every wrong one is caught; "
                "1 otherwise; 2 bad input or stdout not writable (one line on stderr); 130 "
                "interrupted.")
     add_seed_and_json_options(p)

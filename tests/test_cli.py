@@ -58,3 +58,66 @@ def test_no_command_imports_another_command():
     found = {(p.name, m) for p in EXPERIMENTS.glob("*.py") for m in _imported_modules(p)
              if m in commands}
     assert found == set()
+
+
+# --------------------------------------------------------------------- Ctrl-C while starting
+def _python(code: str, timeout: float = 60):
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, PYTHONPATH=str(EXPERIMENTS.parent))
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=str(EXPERIMENTS.parent))
+
+
+def test_ctrl_c_while_a_command_starts_is_one_line_and_130():
+    # What experiments/__init__.py installs when Python runs a command with -m; the signal is
+    # sent by the process to itself, so the test does not depend on timing.
+    r = _python("import os, signal, sys, time\n"
+                "sys.orig_argv = ['python', '-m', 'experiments.four_variants', '--tiny']\n"
+                "from experiments._cli import interrupt_quietly_while_starting\n"
+                "interrupt_quietly_while_starting()\n"
+                "os.kill(os.getpid(), signal.SIGINT)\n"
+                "time.sleep(30)\n")
+    assert r.returncode == 130
+    assert r.stderr == "python -m experiments.four_variants: interrupted; nothing written\n"
+    assert r.stdout == ""
+
+
+def test_run_main_gives_ctrl_c_back_to_python_before_main():
+    import signal
+    from experiments import _cli
+    seen = []
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        signal.signal(signal.SIGINT, _cli._interrupted_while_starting)
+        assert signal.getsignal(signal.SIGINT) is _cli._interrupted_while_starting
+        assert _cli.run_main("prog", lambda argv: seen.append(signal.getsignal(signal.SIGINT))
+                             or 0, []) == 0
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert seen == [signal.default_int_handler]  # Ctrl-C inside main is a KeyboardInterrupt
+
+
+def test_importing_experiments_as_a_library_leaves_ctrl_c_alone():
+    r = _python("import signal, experiments.four_variants\n"
+                "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "True"
+
+
+@pytest.mark.skipif(not hasattr(__import__("signal"), "pthread_sigmask"), reason="POSIX only")
+def test_processes_started_while_workers_start_inherit_sigint_blocked():
+    # run_jobs starts its worker processes inside _sigint_blocked(): a Ctrl-C to the terminal's
+    # process group cannot interrupt them half-way through Python's start-up.
+    import signal
+    import subprocess
+    import sys
+    from experiments._runner import _sigint_blocked
+    probe = ("import signal; print(signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, []))")
+    with _sigint_blocked():
+        assert signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+        inside = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    outside = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    assert (inside.stdout.strip(), outside.stdout.strip()) == ("True", "False")
