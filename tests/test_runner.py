@@ -347,7 +347,7 @@ def test_run_lines_are_printed_in_the_plans_order_whatever_order_runs_finish(
     from experiments import _runner, four_variants
     real = _runner.run_jobs
 
-    def reversed_finish(plan, jobs=1, on_done=None, while_waiting=None):
+    def reversed_finish(plan, jobs=1, on_done=None):
         runs = real(plan, 1)                    # train serially, report the last run first
         for e in reversed(runs):
             on_done(e)
