@@ -19,7 +19,7 @@ from typing import Optional
 
 import numpy as np
 
-__all__ = ["write_figures", "preload", "INSTALL_HINT"]
+__all__ = ["write_figures", "INSTALL_HINT"]
 
 INSTALL_HINT = ('matplotlib is not installed, so loss_curves.png, deltas.png and grad_norms.png '
                 'were not written; install it with: pip install -e ".[plot]"')
@@ -55,12 +55,6 @@ def _pyplot():
     except ImportError:
         return None
     return _Figures(matplotlib, Figure, FigureCanvasAgg)
-
-
-def preload() -> None:
-    """Import matplotlib now (if installed), so that ``write_figures`` later finds it imported;
-    for a process that would otherwise sit idle meanwhile."""
-    _pyplot()
 
 
 def write_figures(report, group, out: Path) -> Optional[str]:

@@ -713,15 +713,12 @@ def _ignore_sigint() -> None:
 
 
 def run_jobs(plan: Plan, jobs: int = 1,
-             on_done: Optional[Callable[[Dict[str, Any]], None]] = None,
-             while_waiting: Optional[Callable[[], None]] = None) -> List[Dict[str, Any]]:
+             on_done: Optional[Callable[[Dict[str, Any]], None]] = None) -> List[Dict[str, Any]]:
     """Run every (variant, seed) job of ``plan``; returns the entries in ``plan.jobs()`` order.
 
     ``jobs == 1`` trains in this process; otherwise in ``jobs`` worker processes (spawned, with
     SIGINT ignored: Ctrl-C reaches this process, which stops the workers). ``on_done(entry)`` is
-    called as each job finishes (in completion order). ``while_waiting()`` is called once in
-    this process after the jobs are handed to the workers (not at all with ``jobs == 1``): work
-    of this process's own that then overlaps the training instead of following it.
+    called as each job finishes (in completion order).
 
     Raises:
         KeyboardInterrupt: interrupted (workers are terminated).
@@ -749,8 +746,6 @@ def run_jobs(plan: Plan, jobs: int = 1,
                                   initializer=_ignore_sigint)
     try:
         futures = {pool.submit(run_job, spec): i for i, spec in enumerate(specs)}
-        if while_waiting is not None:
-            while_waiting()
         for fut in cf.as_completed(futures):
             results[futures[fut]] = fut.result()
             if on_done:
@@ -809,10 +804,7 @@ def run_study(study: Study, argv: Optional[Sequence[str]] = None) -> int:
 
     try:
         jobs = default_jobs(len(plan.jobs()), plan.steps) if args.jobs is None else args.jobs
-        # With workers training, this process is idle: import matplotlib meanwhile (0.6-0.8 s
-        # on this machine) rather than after the last run (docs/performance.md).
-        runs = run_jobs(plan, jobs, on_done,
-                        while_waiting=None if args.no_plots else _plots.preload)
+        runs = run_jobs(plan, jobs, on_done)
     except KeyboardInterrupt:
         interrupted(study.prog)
         return EXIT_INTERRUPTED
