@@ -33,7 +33,7 @@ Multi-head attention on the packed projection (``multi_head_attention``, one nod
 would otherwise be reshape, transpose, three indexing nodes, this core and a transpose and
 reshape back)::
 
-    qkv (B, T, 3C)  viewed as (B, T, 3, H, hs) -> q, k, v = its [:, :, i] transposed to (B, H, T, hs)
+    qkv (B, T, 3C) viewed as (B, T, 3, H, hs) -> q, k, v = [:, :, i] moved to (B, H, T, hs)
     y = attention(q, k, v)  (B, H, T, hs)  ->  transposed to (B, T, H, hs), reshaped to (B, T, C)
 
 The split and the head layout only move entries, so their backward moves them back: dy is
