@@ -25,14 +25,36 @@ INSTALL_HINT = ('matplotlib is not installed, so loss_curves.png, deltas.png and
                 'were not written; install it with: pip install -e ".[plot]"')
 
 
+class _Figures:
+    """What the figure functions use of ``matplotlib.pyplot`` (``subplots``, ``rcParams``,
+    ``close``), drawn on ``matplotlib.figure.Figure`` with the Agg canvas attached directly:
+    no pyplot, no backend selection, no global figure manager holding the figures.
+    ``close`` has nothing to release (the figure is freed when no longer referenced).
+    """
+
+    def __init__(self, matplotlib, figure_cls, canvas_cls) -> None:
+        self.rcParams = matplotlib.rcParams
+        self._figure_cls, self._canvas_cls = figure_cls, canvas_cls
+
+    def subplots(self, nrows=1, ncols=1, figsize=None, **kwargs):
+        """``pyplot.subplots``: (figure, axes) with an Agg canvas, so ``fig.savefig`` writes PNG."""
+        fig = self._figure_cls(figsize=figsize)
+        self._canvas_cls(fig)
+        return fig, fig.subplots(nrows, ncols, **kwargs)
+
+    def close(self, fig) -> None:
+        """Nothing to do: without pyplot no registry keeps the figure alive."""
+
+
 def _pyplot():
+    """The figure-drawing namespace (``_Figures``), or None without matplotlib."""
     try:
         import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
     except ImportError:
         return None
-    return plt
+    return _Figures(matplotlib, Figure, FigureCanvasAgg)
 
 
 def write_figures(report, group, out: Path) -> Optional[str]:

@@ -60,7 +60,8 @@ stdout to the table alone, as four_variants does to print exactly the chapter's 
 and at every evaluation step (its ``result()``, if any, is stored as the run's ``"extra"``;
 it must not draw from the training generator, and must be picklable, e.g. a module-level
 class, for ``--jobs``), ``extra_outputs(report) -> {file name: text}`` (e.g. a CSV),
-``extra_figures(plt, report, stage)`` (draw with matplotlib's ``pyplot`` and save to
+``extra_figures(plt, report, stage)`` (draw with ``plt.subplots``/``plt.rcParams``, the
+subset of pyplot that ``experiments._plots`` provides on Agg figures, and save to
 ``stage("name.png")``, a path in the atomic group; only called when matplotlib is installed
 and ``--no-plots`` is not given) and ``add_arguments(parser)`` (read them back from
 ``report.plan.args``).

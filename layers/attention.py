@@ -28,6 +28,19 @@ Backward (the matmul rule dA = dC B^T, dB = A^T dC twice, and the softmax JVP be
     dk = dS^T q / sqrt(hs)                   (B, H, Tk, hs)
 
 Derivation: docs/derivations.md, section Attention.
+
+Multi-head attention on the packed projection (``multi_head_attention``, one node for what
+would otherwise be reshape, transpose, three indexing nodes, this core and a transpose and
+reshape back)::
+
+    qkv (B, T, 3C) viewed as (B, T, 3, H, hs) -> q, k, v = [:, :, i] moved to (B, H, T, hs)
+    y = attention(q, k, v)  (B, H, T, hs)  ->  transposed to (B, T, H, hs), reshaped to (B, T, C)
+
+The split and the head layout only move entries, so their backward moves them back: dy is
+viewed as (B, H, T, hs), and dq, dk, dv are written into the three slots of one (B, T, 3, H, hs)
+array, the concatenation that is the backward of a split (each entry of qkv feeds exactly one
+of q, k, v, so nothing is summed and no zero array is needed). Same arithmetic as the separate
+nodes, bit for bit.
 """
 from __future__ import annotations
 
@@ -35,10 +48,11 @@ import numpy as np
 
 from minigrad import Function
 
-from ._checks import boolean, qkv_shapes, same_dtype, sequence_input
+from ._checks import boolean, divides, float_input, positive_int, qkv_shapes, same_dtype, \
+    sequence_input
 
 __all__ = ["scaled_dot_product_attention", "attention_forward", "attention_backward",
-           "AttentionFunction"]
+           "AttentionFunction", "multi_head_attention", "MultiHeadAttentionFunction"]
 
 
 def _future_mask(tq, tk):
@@ -138,3 +152,76 @@ def scaled_dot_product_attention(q, k, v, is_causal=False):
     is_causal = boolean(is_causal, "is_causal", fn)
     qkv_shapes(qa, ka, va, fn)
     return AttentionFunction.apply(q, k, v, is_causal=is_causal)
+
+
+def _heads(a, n_heads, parts):
+    """(B, T, parts * C) -> a (parts, B, H, T, hs) view (no copy) of the same entries."""
+    B, T, W = a.shape
+    return a.reshape(B, T, parts, n_heads, W // (parts * n_heads)).transpose(2, 0, 3, 1, 4)
+
+
+class MultiHeadAttentionFunction(Function):
+    """One node: split the packed (B, T, 3C) projection into heads, attend, merge the heads.
+
+    Forward: q, k, v are views of the input (``_heads``), ``attention_forward`` runs on them, and
+    its (B, H, T, hs) output is laid out as (B, T, C). Backward: dy viewed as (B, H, T, hs),
+    ``attention_backward``, and dq, dk, dv written into one (B, T, 3C) gradient (the
+    concatenation that undoes the split).
+    """
+
+    @staticmethod
+    def forward(ctx, qkv, n_heads=1, is_causal=False):
+        """Forward on the (B, T, 3C) array; saves q, k, v (views) and P."""
+        B, T, _ = qkv.shape
+        q, k, v = _heads(qkv, n_heads, 3)                   # (B, H, T, hs) views each
+        y, (q, k, v, P, scale) = attention_forward(q, k, v, is_causal)
+        ctx.save_for_backward(q, k, v, P)
+        ctx.scale, ctx.n_heads = scale, n_heads
+        return y.transpose(0, 2, 1, 3).reshape(B, T, -1)   # (B, T, C): heads side by side
+
+    @staticmethod
+    def backward(ctx, dy):
+        """The (B, T, 3C) gradient: dq, dk, dv in the slots q, k, v were taken from."""
+        q, k, v, P = ctx.saved_tensors
+        B, T, C = dy.shape
+        dout = _heads(dy, ctx.n_heads, 1)[0]                # (B, H, T, hs) view of dy
+        dq, dk, dv = attention_backward(dout, (q, k, v, P, ctx.scale))
+        dqkv = np.empty((B, T, 3 * C), dtype=dy.dtype)
+        slots = _heads(dqkv, ctx.n_heads, 3)                # (3, B, H, T, hs) view of dqkv
+        slots[0], slots[1], slots[2] = dq, dk, dv           # backward of a split: concatenate
+        return dqkv
+
+
+def multi_head_attention(qkv, n_heads, is_causal=False):
+    """Multi-head attention on a packed q/k/v projection, as ONE autograd node.
+
+    ``qkv`` holds q, k and v side by side on its last axis (the layout of nanoGPT's and the
+    chapter's ``c_attn`` output); each is split into ``n_heads`` heads of size
+    hs = C / n_heads, attention runs per head (``scaled_dot_product_attention``), and the heads
+    are laid side by side again. The same as
+    ``q, k, v = qkv.reshape(B, T, 3, H, hs).transpose(2, 0, 3, 1, 4)`` then
+    ``scaled_dot_product_attention(q, k, v, is_causal).transpose(0, 2, 1, 3).reshape(B, T, C)``
+    in separate nodes, bit for bit, without their graph nodes and the three zero-filled
+    gradients of the indexing.
+
+    Args:
+        qkv (Tensor | np.ndarray): (B, T, 3C) floating; a plain array is a constant.
+        n_heads (int): H, must divide C.
+        is_causal (bool): mask future keys (j > i).
+
+    Returns:
+        Tensor (B, T, C) of qkv's dtype.
+
+    Raises:
+        TypeError: non-floating qkv, a non-int n_heads or a non-bool is_causal.
+        ValueError: qkv not 3-D, an empty batch or sequence, a last axis not 3 * H * hs,
+            n_heads < 1.
+    """
+    fn = "multi_head_attention"
+    qkv, a = float_input(qkv, "qkv", fn)
+    if a.ndim != 3 or a.shape[-1] % 3 or 0 in a.shape:
+        raise ValueError(f"{fn}: qkv must be a non-empty (B, T, 3C), got shape {a.shape}")
+    n_heads = positive_int(n_heads, "n_heads", fn)
+    divides(n_heads, a.shape[-1] // 3, fn)
+    is_causal = boolean(is_causal, "is_causal", fn)
+    return MultiHeadAttentionFunction.apply(qkv, n_heads=n_heads, is_causal=is_causal)

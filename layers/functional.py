@@ -13,12 +13,12 @@ from .swiglu import swiglu
 from .rope import apply_rope, build_rope_cache
 from .softmax import softmax
 from .cross_entropy import cross_entropy
-from .attention import scaled_dot_product_attention
+from .attention import multi_head_attention, scaled_dot_product_attention
 from .linear import linear
 from .embedding import embedding
 
 __all__ = [
     "layer_norm", "rms_norm", "gelu", "relu2", "silu", "swiglu", "apply_rope",
-    "build_rope_cache", "softmax", "cross_entropy", "scaled_dot_product_attention", "linear",
-    "embedding",
+    "build_rope_cache", "softmax", "cross_entropy", "scaled_dot_product_attention",
+    "multi_head_attention", "linear", "embedding",
 ]

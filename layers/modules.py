@@ -25,7 +25,8 @@ from minigrad import Module, Parameter, Tensor
 
 from ._checks import check_eps, divides, even_head_dim, float_dtype, positive_int
 from .functional import (apply_rope, build_rope_cache, embedding, gelu, layer_norm, linear,
-                         relu2, rms_norm, scaled_dot_product_attention, swiglu)
+                         multi_head_attention, relu2, rms_norm,
+                         scaled_dot_product_attention, swiglu)
 
 __all__ = ["Identity", "LayerNorm", "RMSNorm", "Linear", "Embedding", "SwiGLU", "MLP",
            "CausalSelfAttention"]
@@ -264,7 +265,9 @@ class CausalSelfAttention(Module):
     """Multi-head causal self-attention (Vaswani et al. 2017; nanoGPT / the chapter's layout).
 
     ``c_attn`` projects x to q, k, v at once; heads attend with
-    ``softmax(q k^T / sqrt(hs) + causal mask) v`` (one fused node,
+    ``softmax(q k^T / sqrt(hs) + causal mask) v`` (without RoPE the split into heads, the
+    attention and the merge are one node, ``layers.functional.multi_head_attention``; with
+    RoPE the split is separate nodes and the attention one,
     ``layers.functional.scaled_dot_product_attention``); ``c_proj`` mixes the heads. With
     ``rope=True`` queries and keys are rotated by RoPE (Su et al. 2021, interleaved pairs, the
     chapter's step 8) from a cos/sin table of ``block_size`` positions built once.
@@ -312,17 +315,19 @@ class CausalSelfAttention(Module):
         B, T, C = x.shape
         H, hs = self.n_heads, self.head_dim
         qkv = self.c_attn(x)                                   # (B, T, 3C)
+        if not self.rope:  # split, attention and merge in one node (layers/attention.py)
+            return self.c_proj(multi_head_attention(qkv, H, is_causal=True))
+        # RoPE rotates q and k between the split and the attention: separate nodes
         qkv = qkv.reshape(B, T, 3, H, hs)                      # (B, T, 3, H, hs)
         qkv = qkv.transpose(2, 0, 3, 1, 4)                     # (3, B, H, T, hs)
         q, k, v = qkv[0], qkv[1], qkv[2]                       # (B, H, T, hs) each
-        if self.rope:
-            if T > self.block_size:
-                raise ValueError(f"sequence length {T} exceeds the RoPE table's "
-                                 f"block_size {self.block_size}")
-            cos = self.rope_cos[:, :, :T]                      # (1, 1, T, hs)
-            sin = self.rope_sin[:, :, :T]
-            q = apply_rope(q, cos, sin)
-            k = apply_rope(k, cos, sin)
+        if T > self.block_size:
+            raise ValueError(f"sequence length {T} exceeds the RoPE table's "
+                             f"block_size {self.block_size}")
+        cos = self.rope_cos[:, :, :T]                      # (1, 1, T, hs)
+        sin = self.rope_sin[:, :, :T]
+        q = apply_rope(q, cos, sin)
+        k = apply_rope(k, cos, sin)
         y = scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, hs)
         y = y.transpose(0, 2, 1, 3).reshape(B, T, C)           # (B, T, C)
         return self.c_proj(y)
