@@ -7,13 +7,14 @@ and Ctrl-C are ``experiments._cli``'s; its atomic output ``experiments._atomic``
 Started as ``python -m experiments.<command>``, this package is imported before numpy, and sets
 the BLAS thread count first (``experiments._threads``: one thread unless told otherwise). A
 Ctrl-C before the command's ``run_main`` starts gives the commands' one line and status 130
-(``experiments._cli.interrupt_quietly_while_starting``).
+(``experiments._startup``).
 """
 import sys as _sys
 
+from experiments import _startup
+
 if _sys.argv[:1] == ["-m"]:  # started as ``python -m experiments.<command>`` (runpy's marker)
-    from experiments._cli import interrupt_quietly_while_starting as _quiet_ctrl_c
-    _quiet_ctrl_c()  # a Ctrl-C while NumPy is imported: one line, not a traceback
+    _startup.interrupt_quietly_while_starting()  # a Ctrl-C from here on: one line, no traceback
 
 from experiments._threads import configure as _configure_blas_threads  # noqa: E402
 

@@ -12,7 +12,7 @@
 - ``Printer``: ``print`` to stdout that records a failed write instead of raising.
 - ``run_main(prog, main)``: the ``__main__`` entry point of every command: Ctrl-C at any stage
   is one line and exit 130 (before ``run_main`` starts, while Python imports NumPy and the
-  project, ``interrupt_quietly_while_starting`` says the same line); a failed write to stdout
+  project, ``experiments._startup`` says the same line); a failed write to stdout
   is one line and exit 2 (a closed pipe, ``| head``, is quiet and leaves the exit status
   alone).
 
@@ -28,13 +28,13 @@ import errno
 import math
 import os
 import secrets
-import signal
 import sys
 import tempfile
 from pathlib import Path
 from typing import Callable, NoReturn, Optional, Sequence, Union
 
 from experiments._atomic import atomic_write_text
+from experiments._startup import EXIT_INTERRUPTED, restore_ctrl_c
 
 __all__ = ["EXIT_USAGE", "EXIT_INTERRUPTED", "UsageError", "fail", "ArgumentParser",
            "HelpFormatter", "int_arg", "positive_int", "nonnegative_int", "bounded_int",
@@ -45,8 +45,8 @@ __all__ = ["EXIT_USAGE", "EXIT_INTERRUPTED", "UsageError", "fail", "ArgumentPars
 
 #: Exit status for bad input (argparse's convention), and for output that cannot be written.
 EXIT_USAGE = 2
-#: Exit status after Ctrl-C (128 + SIGINT, the shell's convention).
-EXIT_INTERRUPTED = 130
+#: Exit status after Ctrl-C (128 + SIGINT, the shell's convention): ``EXIT_INTERRUPTED``,
+#: from ``experiments._startup``.
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -281,35 +281,6 @@ def interrupted(prog: str, tail: str = "nothing written") -> None:
     sys.stderr.flush()
 
 
-def _command_prog() -> str:
-    """``python -m experiments.<command>`` from how Python was started (``sys.orig_argv``,
-    Python 3.10+; else ``sys.argv[0]``, the module's path once runpy has found it)."""
-    argv = list(getattr(sys, "orig_argv", []))
-    if "-m" in argv[:-1]:
-        return f"python -m {argv[argv.index('-m') + 1]}"
-    name = os.path.splitext(os.path.basename(sys.argv[0] if sys.argv else ""))[0]
-    return f"python -m experiments.{name}" if name not in ("", "-m", "__init__") else \
-        "python -m experiments"
-
-
-def _interrupted_while_starting(signum, frame) -> None:
-    """SIGINT handler until ``run_main`` starts: the one line and status 130, at once (nothing
-    has been opened or written yet), instead of a traceback from inside an import."""
-    os.write(2, f"{_command_prog()}: interrupted; nothing written\n".encode())
-    os._exit(EXIT_INTERRUPTED)
-
-
-def interrupt_quietly_while_starting() -> None:
-    """Make a Ctrl-C during a command's start-up (importing NumPy and the project, about a third
-    of a second) end as every later one does: ``<prog>: interrupted; nothing written``, status
-    130. ``run_main`` puts Python's own handler back before the command's ``main`` runs.
-
-    Called by ``experiments/__init__.py`` when Python was started with ``-m`` (a command), never
-    when the package is imported as a library (tests, a notebook). Main thread only."""
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        signal.signal(signal.SIGINT, _interrupted_while_starting)
-
-
 def run_main(prog: str, main: Callable[[Optional[Sequence[str]]], int],
              argv: Optional[Sequence[str]] = None) -> int:
     """Run a command's ``main`` and turn the edges into exit statuses; use as
@@ -325,8 +296,7 @@ def run_main(prog: str, main: Callable[[Optional[Sequence[str]]], int],
       ``main``'s.
     """
     _state.update(stdout_error=None, written=None)  # this run's, not an earlier call's
-    if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C is KeyboardInterrupt
+    restore_ctrl_c()  # from here on, Ctrl-C is a KeyboardInterrupt
     try:
         try:
             status = main(argv)

@@ -75,7 +75,7 @@ def test_ctrl_c_while_a_command_starts_is_one_line_and_130():
     # sent by the process to itself, so the test does not depend on timing.
     r = _python("import os, signal, sys, time\n"
                 "sys.orig_argv = ['python', '-m', 'experiments.four_variants', '--tiny']\n"
-                "from experiments._cli import interrupt_quietly_while_starting\n"
+                "from experiments._startup import interrupt_quietly_while_starting\n"
                 "interrupt_quietly_while_starting()\n"
                 "os.kill(os.getpid(), signal.SIGINT)\n"
                 "time.sleep(30)\n")
@@ -86,12 +86,12 @@ def test_ctrl_c_while_a_command_starts_is_one_line_and_130():
 
 def test_run_main_gives_ctrl_c_back_to_python_before_main():
     import signal
-    from experiments import _cli
+    from experiments import _cli, _startup
     seen = []
     previous = signal.getsignal(signal.SIGINT)
     try:
-        signal.signal(signal.SIGINT, _cli._interrupted_while_starting)
-        assert signal.getsignal(signal.SIGINT) is _cli._interrupted_while_starting
+        signal.signal(signal.SIGINT, _startup._interrupted_while_starting)
+        assert signal.getsignal(signal.SIGINT) is _startup._interrupted_while_starting
         assert _cli.run_main("prog", lambda argv: seen.append(signal.getsignal(signal.SIGINT))
                              or 0, []) == 0
     finally:
