@@ -160,8 +160,9 @@ def _loss_curves(plt, report, path: Path) -> None:
         ax.set_xlabel("step")
     for ax in axes[:, 0]:
         ax.set_ylabel("loss (nats/token)")
-    fig.suptitle(f"{report.study.name}: loss per step, {len(report.seeds)} seed(s) (thin), "
-                 f"mean (thick); {how}", fontsize=11)
+    n = len(report.seeds)
+    seeds = "one seed" if n == 1 else f"{n} seeds (thin), mean (thick)"
+    fig.suptitle(f"{report.study.name}: loss per step, {seeds}; {how}", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, format="png", dpi=110)
     plt.close(fig)

@@ -322,6 +322,22 @@ def qkv_shapes(qa: np.ndarray, ka: np.ndarray, va: np.ndarray, fn: str) -> None:
         raise ValueError(f"{fn}: empty sequence or head: q {qa.shape}, k {ka.shape}")
 
 
+def packed_qkv(a: np.ndarray, fn: str) -> None:
+    """Check a packed q/k/v projection: (B, T, 3C) with B, T and C at least 1.
+
+    Raises:
+        ValueError: naming the condition that fails (not 3-D, an empty axis, or a last axis
+            that is not a multiple of 3).
+    """
+    if a.ndim != 3:
+        raise ValueError(f"{fn}: qkv must be 3-D (B, T, 3C), got shape {a.shape}")
+    if 0 in a.shape:
+        raise ValueError(f"{fn}: qkv has an empty axis, got shape {a.shape} (B, T, 3C)")
+    if a.shape[-1] % 3:
+        raise ValueError(f"{fn}: qkv's last axis {a.shape[-1]} is not a multiple of 3 "
+                         f"(q, k and v side by side), got shape {a.shape}")
+
+
 def even_head_dim(head_dim: int, fn: str, got: Optional[str] = None) -> None:
     """Check that a head size suits RoPE, which rotates pairs (x[2i], x[2i+1]): even and >= 2.
     ``got`` says how the value arose, for the message (default: the number).

@@ -48,8 +48,8 @@ import numpy as np
 
 from minigrad import Function
 
-from ._checks import boolean, divides, float_input, positive_int, qkv_shapes, same_dtype, \
-    sequence_input
+from ._checks import (boolean, divides, float_input, packed_qkv, positive_int, qkv_shapes,
+                      same_dtype, sequence_input)
 
 __all__ = ["scaled_dot_product_attention", "attention_forward", "attention_backward",
            "AttentionFunction", "multi_head_attention", "MultiHeadAttentionFunction"]
@@ -197,7 +197,8 @@ def multi_head_attention(qkv, n_heads, is_causal=False):
 
     ``qkv`` holds q, k and v side by side on its last axis (the layout of nanoGPT's and the
     chapter's ``c_attn`` output); each is split into ``n_heads`` heads of size
-    hs = C / n_heads, attention runs per head (``scaled_dot_product_attention``), and the heads
+    hs = C / n_heads, attention runs on every head at once (``attention_forward``, batched
+    over B and H), and the heads
     are laid side by side again. The same as
     ``q, k, v = qkv.reshape(B, T, 3, H, hs).transpose(2, 0, 3, 1, 4)`` then
     ``scaled_dot_product_attention(q, k, v, is_causal).transpose(0, 2, 1, 3).reshape(B, T, C)``
@@ -219,8 +220,7 @@ def multi_head_attention(qkv, n_heads, is_causal=False):
     """
     fn = "multi_head_attention"
     qkv, a = float_input(qkv, "qkv", fn)
-    if a.ndim != 3 or a.shape[-1] % 3 or 0 in a.shape:
-        raise ValueError(f"{fn}: qkv must be a non-empty (B, T, 3C), got shape {a.shape}")
+    packed_qkv(a, fn)
     n_heads = positive_int(n_heads, "n_heads", fn)
     divides(n_heads, a.shape[-1] // 3, fn)
     is_causal = boolean(is_causal, "is_causal", fn)

@@ -99,7 +99,8 @@ def rms_norm(x, weight, eps: Optional[float] = 1e-6) -> Tensor:
     ``out = weight * x / sqrt(mean(x^2) + eps)`` (Zhang & Sennrich 2019).
 
     Args:
-        x: Tensor (or array, taken as a constant) of shape (..., C), float32 or float64.
+        x: Tensor (or array, taken as a constant) of shape (..., C), of a floating dtype
+            (float32 and float64 are the tested ones).
         weight: (C,) gain, same dtype as x (a plain array is a constant); None means 1
             (PyTorch's ``weight=None``).
         eps: number >= 0 added to the mean square (default 1e-6, the chapter's build.py), or

@@ -65,11 +65,11 @@ def test_errors():
     a = Tensor(np.zeros((2, 3, 12)))
     with pytest.raises(TypeError, match="qkv"):
         multi_head_attention(Tensor(np.zeros((2, 3, 12), dtype=np.int64)), 2)
-    with pytest.raises(ValueError, match="qkv"):
+    with pytest.raises(ValueError, match=r"qkv must be 3-D \(B, T, 3C\), got shape \(3, 12\)"):
         multi_head_attention(Tensor(np.zeros((3, 12))), 2)
-    with pytest.raises(ValueError, match="qkv"):
-        multi_head_attention(Tensor(np.zeros((2, 3, 10))), 2)     # not 3C
-    with pytest.raises(ValueError, match="qkv"):
+    with pytest.raises(ValueError, match="qkv's last axis 10 is not a multiple of 3"):
+        multi_head_attention(Tensor(np.zeros((2, 3, 10))), 2)
+    with pytest.raises(ValueError, match="qkv has an empty axis"):
         multi_head_attention(Tensor(np.zeros((2, 0, 12))), 2)
     with pytest.raises(ValueError, match="n_heads=3 does not divide"):
         multi_head_attention(a, 3)
