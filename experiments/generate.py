@@ -93,7 +93,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         out = generate(model, idx, args.max_new_tokens, temperature=args.temperature,
                        top_k=args.top_k, rng=np.random.default_rng(args.seed))
-    except ValueError as e:
+    except (ValueError, IndexError) as e:
         _fail(str(e))
     text = tokenizer.decode(out[0])
     Printer()(text)  # a failed write is reported by run_main (exit 2; a closed pipe is quiet)

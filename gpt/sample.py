@@ -22,6 +22,7 @@ from typing import Optional
 import numpy as np
 
 import minigrad
+from layers.checks import index_range
 
 __all__ = ["generate"]
 
@@ -46,8 +47,9 @@ def generate(model, idx, max_new_tokens: int, temperature: float = 1.0,
 
     Raises:
         TypeError: ``idx`` is not an integer array, or ``rng`` not a Generator.
-        ValueError: ``idx`` not (B, T) with T >= 1, a token id outside [0, V), a negative or
-            non-finite temperature, ``top_k`` < 1, ``max_new_tokens`` < 0, or non-finite logits.
+        IndexError: a token id outside [0, V) (as the model's forward and ``F.embedding``).
+        ValueError: ``idx`` not (B, T) with T >= 1, a negative or non-finite temperature,
+            ``top_k`` < 1, ``max_new_tokens`` < 0, or non-finite logits.
     """
     idx = np.asarray(idx)
     if idx.dtype.kind not in "iu":
@@ -69,8 +71,7 @@ def generate(model, idx, max_new_tokens: int, temperature: float = 1.0,
         raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
     block_size = int(model.config.block_size)
     V = int(model.config.vocab_size)
-    if idx.min() < 0 or idx.max() >= V:
-        raise ValueError(f"idx holds a token id outside [0, {V})")
+    index_range(idx, V, "idx", "generate", what="token id")
 
     idx = idx.astype(np.int64)
     was_training = getattr(model, "training", False)
