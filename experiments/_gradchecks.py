@@ -15,8 +15,7 @@ import numpy as np
 
 from minigrad import GradcheckReport, Tensor, gradcheck_report
 
-from experiments._cli import (ArgumentParser, Printer, json_destination, nonnegative_int,
-                             write_json)
+from experiments._cli import ArgumentParser, Printer, json_destination, nonnegative_int
 
 EPS, ATOL, RTOL = 1e-6, 1e-5, 1e-3
 

@@ -53,10 +53,10 @@ from layers.softmax import SoftmaxFunction
 from layers.swiglu import SwiGLUFunction
 
 from experiments import _broken as B
-from experiments._cli import ArgumentParser, run_main
+from experiments._cli import ArgumentParser, run_main, write_json
 from experiments._gradchecks import (EMBEDDING_INDEX, EPS, ATOL, RTOL, add_seed_and_json_options,
                                      away_from_zero, check, fmt_err, format_table,
-                                     json_number, leaf, start, write_json)
+                                     json_number, leaf, start)
 
 PROG = "python -m experiments.break_backward"
 EXIT_OK, EXIT_FAIL = 0, 1

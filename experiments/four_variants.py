@@ -48,7 +48,7 @@ from gpt import GPTConfig  # noqa: F401 (re-exported for the tests and callers)
 from experiments import _norm_counts, _report
 from experiments._cli import path_arg, run_main
 from experiments._runner import (EXIT_DIVERGED, EXIT_INTERRUPTED, EXIT_OK, VARIANTS, Study,
-                                 Variant, memory_lower_bound as _memory_lower_bound)
+                                 Variant)
 
 PROG = "python -m experiments.four_variants"
 LESSON_RMS = "RMSNorm: same regularization effect as LayerNorm, ~half the FLOPs."

@@ -31,10 +31,10 @@ from minigrad import Tensor
 from layers import functional as F
 from layers.rope import build_rope_cache
 
-from experiments._cli import ArgumentParser, run_main
+from experiments._cli import ArgumentParser, run_main, write_json
 from experiments._gradchecks import (EMBEDDING_INDEX, EPS, ATOL, RTOL, add_seed_and_json_options,
                                      away_from_zero, check, fmt_err, format_table,
-                                     json_number, leaf, start, write_json)
+                                     json_number, leaf, start)
 
 PROG = "python -m experiments.gradcheck_report"
 EXIT_OK, EXIT_FAIL = 0, 1

@@ -385,7 +385,7 @@ def test_memory_lower_bound_counts_the_weights_four_times():
                                   d_model=8, dtype="float64")
     # 4 x (V C + 12 C^2) weights/grads/moments, 1 layer of B T (18 C + H T), 2 B T V logits
     expected = (4 * (10 * 8 + 12 * 64) + 2 * 4 * (18 * 8 + 4) + 2 * 2 * 4 * 10) * 8
-    assert four_variants._memory_lower_bound(cfg, batch_size=2) == expected
+    assert _runner.memory_lower_bound(cfg, batch_size=2) == expected
 
 
 def test_out_of_memory_is_one_line(tmp_path, capsys, monkeypatch):
