@@ -94,8 +94,11 @@ def _grad_norms(plt, report, path: Path) -> None:
     ax.set_yscale("log")
     ax.set_xlabel("step")
     ax.set_ylabel("total gradient norm before clipping (log scale)")
-    ax.set_title(f"{report.study.name}: gradient norm per step, seeds thin, mean thick "
-                 f"(x = last step before divergence)", fontsize=9)
+    seeds = "one seed" if len(report.seeds) == 1 else "seeds thin, mean thick"
+    diverged = any(e["status"] != "ok" for v in report.study.variants
+                   for e in report.runs_of(v.name))
+    marks = " (x = last step before divergence)" if diverged else ""
+    ax.set_title(f"{report.study.name}: gradient norm per step, {seeds}{marks}", fontsize=9)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     fig.tight_layout()
