@@ -19,3 +19,7 @@ if _sys.argv[:1] == ["-m"]:  # started as ``python -m experiments.<command>`` (r
 from experiments._threads import configure as _configure_blas_threads  # noqa: E402
 
 _configure_blas_threads()
+if _sys.argv[:1] == ["-m"]:
+    from experiments._allocator import configure as _configure_allocator
+
+    _configure_allocator()
