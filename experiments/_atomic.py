@@ -103,6 +103,15 @@ class AtomicGroup:
         """The paths staged so far to be written (not those to be removed)."""
         return [dest for tmp, dest in self._staged if tmp is not None]
 
+    def unstage(self, dest: PathLike) -> None:
+        """Take ``dest`` out of the group again: its temporary file is removed, and the commit
+        leaves ``dest`` as it is."""
+        dest = Path(dest)
+        for tmp, d in [(t, d) for t, d in self._staged if t is not None and d == dest]:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            self._staged.remove((tmp, d))
+
     def remove(self, dest: PathLike) -> None:
         """Remove ``dest`` (if it exists then) at the commit, as part of the group."""
         check_replaceable(dest)

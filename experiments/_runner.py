@@ -35,7 +35,8 @@ What ``run_study`` does, in order:
 2. Validates everything before training (``Plan``): corpus, splits, every variant's config,
    memory, the output directory. Bad input: one line on stderr, exit 2, nothing written.
 3. Trains every (variant, seed) job (``run_job``), serially (``--jobs 1``) or in ``--jobs``
-   processes (``concurrent.futures.ProcessPoolExecutor``, spawn; by default one per usable
+   processes (``concurrent.futures.ProcessPoolExecutor``, forked where safe, else spawned:
+   ``experiments._processes.start_method``; by default one per usable
    CPU, at most one per job, for runs of ``MIN_STEPS_FOR_PROCESSES`` steps or more:
    ``default_jobs``); each job depends only on its variant and
    seed, so the numbers are identical either way. Same seed = same initialisation stream and
@@ -61,9 +62,10 @@ and at every evaluation step (its ``result()``, if any, is stored as the run's `
 it must not draw from the training generator, and must be picklable, e.g. a module-level
 class, for ``--jobs``), ``extra_outputs(report) -> {file name: text}`` (e.g. a CSV),
 ``extra_figures(plt, report, stage)`` (draw with ``plt.subplots``/``plt.rcParams``, the
-subset of pyplot that ``experiments._plots`` provides on Agg figures, and save to
-``stage("name.png")``, a path in the atomic group; only called when matplotlib is installed
-and ``--no-plots`` is not given) and ``add_arguments(parser)`` (read them back from
+subset of pyplot that ``experiments._plots`` provides on Agg figures, and save with
+``plt.save_png(fig, stage("name.png"))``, a path in the atomic group; each name must be in
+``output_names``; only called when matplotlib is installed and ``--no-plots`` is not given,
+perhaps in a forked process of its own) and ``add_arguments(parser)`` (read them back from
 ``report.plan.args``).
 
 The hooks receive an ``experiments._report.Report``: ``report.plan`` (``args``, ``steps``,
@@ -84,7 +86,6 @@ above ``MAX_STEPS`` is refused; a run estimated over a day is warned about once.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import contextlib
 import math
 import multiprocessing
 import os
@@ -107,6 +108,7 @@ from gpt.data import CharTokenizer, check_split_length, load_corpus, train_val_s
 from gpt.train import TrainingDiverged, estimate_loss, evaluate
 
 from experiments import _plots, _report
+from experiments._processes import ignore_sigint, sigint_blocked, start_method
 from experiments._threads import add_threads_option
 from experiments._atomic import AtomicGroup, check_replaceable
 from experiments._cli import (ArgumentParser, Printer, UsageError, bounded_int, check_output_dir,
@@ -709,30 +711,12 @@ def default_jobs(runs: int, steps: int) -> int:
     return max(1, min(cpus, int(runs)))
 
 
-def _ignore_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-@contextlib.contextmanager
-def _sigint_blocked():
-    """Hold SIGINT pending in this thread (and in processes started meanwhile, which inherit
-    the mask) for the ``with`` block; a Ctrl-C that arrived is delivered when it ends."""
-    if not hasattr(signal, "pthread_sigmask"):  # not POSIX: nothing to hold
-        yield
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
 def run_jobs(plan: Plan, jobs: int = 1,
              on_done: Optional[Callable[[Dict[str, Any]], None]] = None) -> List[Dict[str, Any]]:
     """Run every (variant, seed) job of ``plan``; returns the entries in ``plan.jobs()`` order.
 
-    ``jobs == 1`` trains in this process; otherwise in ``jobs`` worker processes (spawned, with
-    SIGINT ignored: Ctrl-C reaches this process, which stops the workers). ``on_done(entry)`` is
+    ``jobs == 1`` trains in this process; otherwise in ``jobs`` worker processes (forked where
+    ``experiments._processes.start_method`` allows, else spawned; with SIGINT ignored: Ctrl-C reaches this process, which stops the workers). ``on_done(entry)`` is
     called as each job finishes (in completion order).
 
     Raises:
@@ -756,15 +740,19 @@ def run_jobs(plan: Plan, jobs: int = 1,
             if on_done:
                 on_done(results[i])
         return results  # type: ignore[return-value]
+    method = start_method()
+    if method == "fork":
+        for stream in (sys.stdout, sys.stderr):  # or a worker would write the buffer again
+            stream.flush()
     pool = cf.ProcessPoolExecutor(max_workers=min(jobs, len(specs)),
-                                  mp_context=multiprocessing.get_context("spawn"),
-                                  initializer=_ignore_sigint)
+                                  mp_context=multiprocessing.get_context(method),
+                                  initializer=ignore_sigint)
     try:
         # The workers start inside submit. SIGINT is blocked meanwhile: they inherit the blocked
         # mask through fork and exec, so a Ctrl-C aimed at the terminal's process group never
         # interrupts a worker half-way through Python's start-up (a traceback from its imports);
         # this process takes the pending signal when the mask is restored and stops them.
-        with _sigint_blocked():
+        with sigint_blocked():
             futures = {pool.submit(run_job, spec): i for i, spec in enumerate(specs)}
         for fut in cf.as_completed(futures):
             results[futures[fut]] = fut.result()
@@ -850,7 +838,7 @@ def run_study(study: Study, argv: Optional[Sequence[str]] = None) -> int:
                                         tokenizer=plan.tokenizer, run_id=plan.run_id)
                         e["checkpoint"] = fname
             if not args.no_plots:
-                plot_note = _plots.write_figures(report, group, out)
+                plot_note = _plots.write_figures(report, group, out, processes=jobs)
             group.write_text(out / "curves.csv", _report.curves_csv(report))
             for fname, text in (study.extra_outputs(report) if study.extra_outputs else {}).items():
                 group.write_text(out / fname, text)

@@ -201,9 +201,7 @@ def stats_figure(plt, report, stage) -> None:
                fontsize=8, frameon=False)
     fig.suptitle("Residual stream entering each block's attention and MLP (probe batch; "
                  "solid: LayerNorm, dashed: RMSNorm)", fontsize=11)
-    fig.tight_layout(rect=(0, 0.12, 1, 0.95))
-    fig.savefig(stage("hidden_stats.png"), format="png", dpi=110)
-    plt.close(fig)
+    plt.save_png(fig, stage("hidden_stats.png"), rect=(0, 0.12, 1, 0.95))
 
 
 def extra_outputs(report) -> Dict[str, str]:

@@ -108,14 +108,14 @@ def test_importing_experiments_as_a_library_leaves_ctrl_c_alone():
 
 @pytest.mark.skipif(not hasattr(__import__("signal"), "pthread_sigmask"), reason="POSIX only")
 def test_processes_started_while_workers_start_inherit_sigint_blocked():
-    # run_jobs starts its worker processes inside _sigint_blocked(): a Ctrl-C to the terminal's
+    # run_jobs starts its worker processes inside sigint_blocked(): a Ctrl-C to the terminal's
     # process group cannot interrupt them half-way through Python's start-up.
     import signal
     import subprocess
     import sys
-    from experiments._runner import _sigint_blocked
+    from experiments._processes import sigint_blocked
     probe = ("import signal; print(signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, []))")
-    with _sigint_blocked():
+    with sigint_blocked():
         assert signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
         inside = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     outside = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
