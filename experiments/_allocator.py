@@ -1,17 +1,18 @@
 """The C allocator of the commands: freed arrays are kept for reuse, not given back to the system
-(docs/performance.md, "Page faults and the allocator").
+(docs/performance.md, "Fourth round").
 
 A training step allocates and frees the same arrays every step: activations, gradients and
 scratch buffers of 64 KiB to a few MiB. NumPy takes them from the C library's ``malloc``.
 glibc's default policy decides, from the history of earlier allocations, whether a freed block
-goes back to the system: blocks above a moving threshold are ``mmap``-ed and unmapped when freed,
-and free memory at the top of the heap is trimmed. Each block given back is faulted in again,
-page by page, the next time it is needed. On the tiny model that was 500-3,700 page faults per
-step and a step 3-35% slower, the amount depending on how earlier steps happened to allocate
-(which is why the step time seemed to depend on the data). With large blocks served from
-the heap (``M_MMAP_THRESHOLD`` 32 MiB, glibc's maximum) and the top of the heap kept up to
-``M_TRIM_THRESHOLD`` (256 MiB), a step makes no page faults after the first few steps, the results are
-bit-identical, and the peak resident memory grows by about 2 MiB.
+goes back to the system: blocks above a moving threshold are ``mmap``-ed and unmapped when
+freed, and free memory at the top of the heap is trimmed. Each block given back is faulted in
+again, page by page, the next time it is needed. On the tiny model that was 480-3,700 page
+faults per step and a step up to a third slower, the amount depending on how earlier steps
+happened to allocate (which is why the step time seemed to depend on the data;
+``tools/page_faults.py``). With large blocks served from the heap (``M_MMAP_THRESHOLD`` 32 MiB,
+glibc's maximum) and the top of the heap kept up to ``M_TRIM_THRESHOLD`` (256 MiB), a step
+makes no page faults after the first few steps, the results are bit-identical, and the peak
+resident memory grew by 0.4-1.3 MiB.
 
 ``configure`` does this for the process it runs in (``mallopt``) and, through glibc's
 environment variables ``MALLOC_MMAP_THRESHOLD_`` and ``MALLOC_TRIM_THRESHOLD_``, for the worker

@@ -1,0 +1,59 @@
+"""The tiny step's matrix products alone, in NumPy and in PyTorch, side by side.
+
+``experiments.bench`` calls the NumPy time of a step's matrix products its floor. PyTorch's
+step has a floor of its own: the same products through ``torch.matmul``. This times both on
+the shapes of ``experiments.bench.step_matmuls`` (every forward and backward product of one
+training step of the tiny model: d_model 64, 2 layers, 4 heads, T 32, B 32, float32), on one
+thread each, alternating, and prints the medians and the largest products. docs/performance.md
+("What bounds the tiny step") sets them against the 0.7-of-PyTorch target.
+
+    OPENBLAS_NUM_THREADS=1 python tools/matmul_floors.py
+
+Needs torch. Prints milliseconds per step: medians (min-max) of 7 repeats of 10 steps.
+"""
+import time
+
+import numpy as np
+
+from experiments.bench import step_matmuls
+from gpt import GPTConfig
+
+
+def main():
+    import torch
+    torch.set_num_threads(1)
+    shapes = step_matmuls(GPTConfig(vocab_size=48), 32)
+    rng = np.random.default_rng(0)
+    ops = [(rng.standard_normal((b, m, k), dtype=np.float32),
+            rng.standard_normal((b, k, n), dtype=np.float32),
+            np.empty((b, m, n), dtype=np.float32)) for b, m, k, n in shapes]
+    tops = [tuple(torch.from_numpy(a) for a in op) for op in ops]
+
+    def numpy_step():
+        for a, b, out in ops:
+            np.matmul(a, b, out=out)
+
+    def torch_step():
+        for a, b, out in tops:
+            torch.matmul(a, b, out=out)
+
+    steps = {"numpy": numpy_step, "torch": torch_step}
+    for f in steps.values():  # warm-up
+        f()
+    times = {k: [] for k in steps}
+    for r in range(7):
+        for k in (list(steps) if r % 2 == 0 else list(steps)[::-1]):
+            t0 = time.perf_counter()
+            for _ in range(10):
+                steps[k]()
+            times[k].append((time.perf_counter() - t0) / 10 * 1e3)
+    gflop = sum(2.0 * b * m * k * n for b, m, k, n in shapes) / 1e9
+    for k, t in times.items():
+        print(f"{k:6s} {np.median(t):6.2f} ms ({min(t):.2f}-{max(t):.2f}) for {gflop:.2f} GFLOP "
+              f"of matrix products, {gflop / np.median(t) * 1e3:.0f} GFLOP/s")
+    ratio = [a / b for a, b in zip(times["torch"], times["numpy"])]
+    print(f"torch/numpy {np.median(ratio):.2f} ({min(ratio):.2f}-{max(ratio):.2f})")
+
+
+if __name__ == "__main__":
+    main()
