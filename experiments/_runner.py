@@ -726,8 +726,10 @@ def run_jobs(plan: Plan, jobs: int = 1,
     args = plan.args
     tty = jobs == 1 and bool(getattr(sys.stderr, "isatty", lambda: False)())
     specs = []
-    for v, s in plan.jobs():
-        name = v.name if len(plan.seeds) == 1 else f"{v.name} s{s}"
+    names = [v.name if len(plan.seeds) == 1 else f"{v.name} s{s}" for v, s in plan.jobs()]
+    width = max([12] + [len(n) for n in names])  # the progress lines' steps line up
+    for (v, s), name in zip(plan.jobs(), names):
+        name = name.ljust(width)
         specs.append(JobSpec(v, plan.configs[v.name], s, plan.steps, args.batch_size, args.lr,
                              args.eval_every, plan.train_data, plan.val_data, name, tty,
                              bool(args.save_checkpoints), plan.study.instrument,
