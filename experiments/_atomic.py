@@ -23,7 +23,7 @@ from typing import Union
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-__all__ = ["AtomicGroup", "atomic_write_text", "check_replaceable"]
+__all__ = ["AtomicGroup", "InterruptedAfterCommit", "atomic_write_text", "check_replaceable"]
 
 
 def check_replaceable(path: PathLike) -> None:
@@ -56,6 +56,15 @@ def atomic_write_text(path: PathLike, text: str, encoding: str = "utf-8") -> Non
         group.write_text(path, text, encoding=encoding)
 
 
+class InterruptedAfterCommit(KeyboardInterrupt):
+    """Ctrl-C that arrived while an ``AtomicGroup`` moved its files into place, raised once
+    they all are: the files are complete. ``where`` is the file, or the folder of the files."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(where)
+        self.where = where
+
+
 class AtomicGroup:
     """Write several files as one step: all of them or none.
 
@@ -63,9 +72,11 @@ class AtomicGroup:
     written does the commit move them into place with ``os.replace``; before each move, an
     existing destination is kept as a hard link, so that if a later move fails every file
     already moved is put back (or removed, when it did not exist before). Ctrl-C (SIGINT)
-    cannot split the commit, which takes microseconds: it is held back and, since the work
-    it would interrupt is then complete, only recorded in ``interrupted``. If anything fails
-    before the commit, the temporary files are removed and no destination is touched.
+    cannot split the commit, which takes milliseconds: it is held back, recorded in
+    ``interrupted``, and raised when the commit is done as ``InterruptedAfterCommit`` (a
+    ``KeyboardInterrupt`` naming where the complete files are; also for a Ctrl-C that lands
+    just as the hold ends). ``committed`` says whether the files are in place. If anything
+    fails before the commit, the temporary files are removed and no destination is touched.
 
     ``remove(dest)`` makes removing a file part of the same step (a file of the run's own name
     left by an earlier run): it disappears at the commit, and comes back if the commit fails.
@@ -85,6 +96,7 @@ class AtomicGroup:
     def __init__(self) -> None:
         self._staged = []  # (tmp, dest); tmp None: remove dest
         self.interrupted = False
+        self.committed = False
 
     def stage(self, dest: PathLike) -> Path:
         """A fresh temporary path in ``dest``'s directory that becomes ``dest`` on commit."""
@@ -130,12 +142,26 @@ class AtomicGroup:
     def __exit__(self, exc_type, exc, tb) -> bool:
         try:
             if exc_type is None:
-                with _sigint_held() as pending:
-                    self._commit()
-                self.interrupted = bool(pending)
+                try:
+                    with _sigint_held() as pending:
+                        self._commit()
+                        self.committed = True
+                    self.interrupted = bool(pending)
+                    if pending:  # held back while the files were moved: raised now they are
+                        raise KeyboardInterrupt
+                except KeyboardInterrupt:
+                    if self.committed:
+                        raise InterruptedAfterCommit(self._where()) from None
+                    raise
         finally:
             self._discard()
         return False
+
+    def _where(self) -> str:
+        dests = self.destinations
+        if len(dests) == 1:
+            return str(dests[0].resolve())
+        return os.path.commonpath([str(d.resolve().parent) for d in dests]) if dests else ""
 
     def _commit(self) -> None:
         for tmp, _ in self._staged:  # on disk before it replaces anything (a file written to

@@ -28,6 +28,7 @@ import errno
 import math
 import os
 import secrets
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -287,7 +288,10 @@ def run_main(prog: str, main: Callable[[Optional[Sequence[str]]], int],
     ``raise SystemExit(run_main(PROG, main))``.
 
     - Ctrl-C (KeyboardInterrupt) at any stage: ``<prog>: interrupted; nothing written`` (or
-      ``...; outputs already written to DIR``), ONE line on stderr, status 130.
+      ``...; outputs already written to DIR``, also when the Ctrl-C came while the files were
+      being moved into place: ``experiments._atomic.InterruptedAfterCommit``), ONE line on
+      stderr, status 130. Started as a command (``python -m``), Ctrl-C is ignored once the
+      command is done, so Python's shutdown neither dies of it nor prints a traceback.
     - A write to stdout that failed (``> /dev/full``: no space, an I/O error): ``<prog>: error:
       cannot write to stdout: <reason>``, one line, status 2 (whatever ``main`` returned, unless
       it was interrupted). Files the command writes are written before its stdout table, so
@@ -296,7 +300,7 @@ def run_main(prog: str, main: Callable[[Optional[Sequence[str]]], int],
       ``main``'s.
     """
     _state.update(stdout_error=None, written=None)  # this run's, not an earlier call's
-    restore_ctrl_c()  # from here on, Ctrl-C is a KeyboardInterrupt
+    command = restore_ctrl_c()  # from here on, Ctrl-C is a KeyboardInterrupt
     try:
         try:
             status = main(argv)
@@ -307,10 +311,15 @@ def run_main(prog: str, main: Callable[[Optional[Sequence[str]]], int],
                 raise
             _stdout_failed(e)  # a write to stdout outside a Printer
             status = 0
-    except KeyboardInterrupt:
-        where = _state["written"]
+    except KeyboardInterrupt as e:
+        if command:  # a second Ctrl-C must not cut the one line short
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        where = getattr(e, "where", None) or _state["written"]  # InterruptedAfterCommit's
         interrupted(prog, f"outputs already written to {where}" if where else "nothing written")
         return EXIT_INTERRUPTED
+    finally:
+        if command:  # done: a Ctrl-C while Python shuts down changes nothing, and says nothing
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
     e = _state["stdout_error"]
     if e is not None and status != EXIT_INTERRUPTED and not _is_closed_pipe(e):
         sys.stderr.write(f"{prog}: error: cannot write to stdout: {e.strerror or e}\n")

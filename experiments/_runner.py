@@ -109,8 +109,8 @@ from gpt.train import TrainingDiverged, estimate_loss, evaluate
 
 from experiments import _plots, _report
 from experiments._processes import ignore_sigint, sigint_blocked, start_method
-from experiments._threads import add_threads_option
-from experiments._atomic import AtomicGroup, check_replaceable
+from experiments._threads import add_threads_option, blas_threads
+from experiments._atomic import AtomicGroup, InterruptedAfterCommit, check_replaceable
 from experiments._cli import (ArgumentParser, Printer, UsageError, bounded_int, check_output_dir,
                               fail, interrupted, mark_outputs_written, new_run_id,
                               nonnegative_int, path_arg, positive_float, positive_int,
@@ -255,7 +255,8 @@ def build_parser(study: Study) -> ArgumentParser:
                                        f"(default {study.default_output_dir})")
     p.add_argument("--jobs", type=positive_int, default=None, metavar="N",
                    help="train N runs at a time in separate processes (default: one per usable "
-                        f"CPU, at most one per run, with {MIN_STEPS_FOR_PROCESSES} steps or more "
+                        "CPU, divided by --threads, at most one per run, with "
+                        f"{MIN_STEPS_FOR_PROCESSES} steps or more "
                         "a run; else 1, everything in this process); N above the number of "
                         "runs starts one process per run; the numbers do not depend on N")
     p.add_argument("--eval-every", type=positive_int, default=EVAL_EVERY, metavar="K",
@@ -692,15 +693,18 @@ def run_job(spec: JobSpec) -> Dict[str, Any]:
 MIN_STEPS_FOR_PROCESSES = 100
 
 
-def default_jobs(runs: int, steps: int) -> int:
+def default_jobs(runs: int, steps: int, threads: Optional[int] = None) -> int:
     """``--jobs`` when none is given: the CPUs this process may run on (``os.sched_getaffinity``,
-    else ``os.cpu_count()``), at most ``runs``, at least 1; 1 when the runs are shorter than
-    ``MIN_STEPS_FOR_PROCESSES`` steps.
+    else ``os.cpu_count()``) divided by the BLAS threads each process runs (``threads``; default
+    ``experiments._threads.blas_threads()``, 1 when unset), at most ``runs``, at least 1; 1 when
+    the runs are shorter than ``MIN_STEPS_FOR_PROCESSES`` steps.
 
     Measured on a 2-core machine (docs/performance.md, "Threads and jobs"), ``four_variants
     --tiny`` in 2 processes against 1: 0.59 of the wall time at a load of about 2, 0.84 on the
     shared machine, 0.92 with two busy-loop processes competing; 1.06-1.08 times the CPU time
-    and twice the summed memory; the outputs identical.
+    and twice the summed memory; the outputs identical. With ``--threads 2``, two processes of
+    two threads each on the 2 cores took 25.8 s against 8.4-8.9 s for the default: hence the
+    division.
     """
     if steps < MIN_STEPS_FOR_PROCESSES:
         return 1
@@ -708,7 +712,9 @@ def default_jobs(runs: int, steps: int) -> int:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not on Linux
         cpus = os.cpu_count() or 1
-    return max(1, min(cpus, int(runs)))
+    if threads is None:
+        threads = blas_threads() or 1
+    return max(1, min(cpus // max(1, int(threads)), int(runs)))
 
 
 def run_jobs(plan: Plan, jobs: int = 1,
@@ -826,10 +832,11 @@ def run_study(study: Study, argv: Optional[Sequence[str]] = None) -> int:
     out = plan.output_dir
     created = [p for p in (out, *out.parents) if not p.exists()]  # deepest first
     plot_note = None
+    group = AtomicGroup()
     try:
         stale = plan.owned_files()  # before mkdir: a new folder has none
         out.mkdir(parents=True, exist_ok=True)
-        with AtomicGroup() as group:
+        with group:
             if args.save_checkpoints:
                 for e in runs:
                     if e["status"] == "ok":
@@ -853,7 +860,10 @@ def run_study(study: Study, argv: Optional[Sequence[str]] = None) -> int:
                     group.remove(p)  # an earlier run's file of this study's own name
             group.write_text(out / "results.json", _report.results_json(report))
             group.write_text(out / "run_log.txt", _report.run_log(report))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
+        if group.committed:  # the files are in place: run_main says where
+            raise e if isinstance(e, InterruptedAfterCommit) else \
+                InterruptedAfterCommit(str(out.resolve())) from None
         remove_empty_dirs(created)
         interrupted(study.prog)
         return EXIT_INTERRUPTED

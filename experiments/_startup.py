@@ -40,7 +40,10 @@ def interrupt_quietly_while_starting() -> None:
         signal.signal(signal.SIGINT, _interrupted_while_starting)
 
 
-def restore_ctrl_c() -> None:
-    """Give Ctrl-C back to Python (a ``KeyboardInterrupt``) if the start-up handler is set."""
+def restore_ctrl_c() -> bool:
+    """Give Ctrl-C back to Python (a ``KeyboardInterrupt``) if the start-up handler is set;
+    True when it was (the process is a command started with ``python -m``)."""
     if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        return True
+    return False

@@ -23,7 +23,7 @@ import sys
 from typing import Optional, Sequence
 
 __all__ = ["DEFAULT_THREADS", "THREAD_VARIABLES", "threads_from_argv", "configure",
-           "add_threads_option"]
+           "blas_threads", "add_threads_option"]
 
 DEFAULT_THREADS = 1
 THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "GOTO_NUM_THREADS")
@@ -55,6 +55,16 @@ def configure(argv: Optional[Sequence[str]] = None) -> Optional[str]:
     value = str(DEFAULT_THREADS if n is None else n)
     os.environ["OPENBLAS_NUM_THREADS"] = value
     return value
+
+
+def blas_threads() -> Optional[int]:
+    """The BLAS thread count the environment sets (the first of ``THREAD_VARIABLES`` that holds
+    a positive integer), or None when none does."""
+    for name in THREAD_VARIABLES:
+        value = os.environ.get(name, "").strip()
+        if value.isdigit() and int(value) >= 1:
+            return int(value)
+    return None
 
 
 def add_threads_option(parser) -> None:

@@ -48,10 +48,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from experiments._atomic import AtomicGroup, check_replaceable
+from experiments._atomic import AtomicGroup, InterruptedAfterCommit, check_replaceable
 from experiments._cli import (ArgumentParser, Printer, UsageError, check_output_dir, fail,
-                              interrupted, new_run_id, nonnegative_int, path_arg, positive_int,
-                              remove_empty_dirs, run_main)
+                              interrupted, mark_outputs_written, new_run_id, nonnegative_int,
+                              path_arg, positive_int, remove_empty_dirs, run_main)
 from experiments._norm_counts import (LN_EPS, NORMS, PASSES, RMS_EPS, SCHEMA_VERSION,  # noqa: F401
                                       count, fused_min_bytes, load_claim, make_inputs, workload)
 
@@ -447,19 +447,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         fail(PROG, f"out of memory ({e})")
 
     created = [p for p in (out, *out.parents) if not p.exists()]  # deepest first
+    group = AtomicGroup()
     try:
         out.mkdir(parents=True, exist_ok=True)
-        with AtomicGroup() as group:
+        with group:
             group.write_text(out / "results.json",
                              json.dumps(results, indent=1, allow_nan=False) + "\n")
             group.write_text(out / "run_log.txt", "\n".join(lines) + "\n")
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
+        if group.committed:  # the files are in place: run_main says where
+            raise e if isinstance(e, InterruptedAfterCommit) else \
+                InterruptedAfterCommit(str(out.resolve())) from None
         remove_empty_dirs(created)
         interrupted(PROG)
         return 130
     except OSError as e:
         remove_empty_dirs(created)
         fail(PROG, f"cannot write the outputs to {out}: {e.strerror or e}; nothing written")
+    mark_outputs_written(str(out.resolve()))
     for line in lines:
         say(line)
     say(f"\nOutputs written to {out.resolve()}")

@@ -151,6 +151,35 @@ def test_atomic_group_is_all_or_none(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.txt", "c.txt"]
 
 
+def test_ctrl_c_during_the_commit_is_raised_once_every_file_is_in_place(tmp_path, monkeypatch):
+    """A SIGINT while the second of three files is moved: the commit finishes, then
+    InterruptedAfterCommit (a KeyboardInterrupt) names the folder of the complete files."""
+    import signal
+    import experiments._atomic as atomic
+    from experiments._atomic import AtomicGroup, InterruptedAfterCommit
+
+    real_replace = os.replace
+    moves = []
+
+    def replace_then_ctrl_c(src, dst):
+        moves.append(dst)
+        if len(moves) == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(atomic.os, "replace", replace_then_ctrl_c)
+    group = AtomicGroup()
+    with pytest.raises(InterruptedAfterCommit) as e:
+        with group:
+            for name in ("a.txt", "b.txt", "c.txt"):
+                group.write_text(tmp_path / name, f"new {name[0]}")
+    assert isinstance(e.value, KeyboardInterrupt) and group.committed and group.interrupted
+    assert e.value.where == str(tmp_path.resolve())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.txt", "c.txt"]
+    assert [(tmp_path / n).read_text() for n in ("a.txt", "b.txt", "c.txt")] == \
+        ["new a", "new b", "new c"]
+
+
 def test_a_staged_checkpoint_replaces_the_old_one_only_when_the_group_commits(tmp_path):
     """save_checkpoint is a plain write; staged in an AtomicGroup (as the commands do), a
     failure before the commit leaves the previous checkpoint whole and no temporary file."""

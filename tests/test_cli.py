@@ -99,6 +99,32 @@ def test_run_main_gives_ctrl_c_back_to_python_before_main():
     assert seen == [signal.default_int_handler]  # Ctrl-C inside main is a KeyboardInterrupt
 
 
+def test_a_command_ignores_ctrl_c_once_done_and_a_library_call_does_not():
+    import signal
+    from experiments import _cli, _startup
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        signal.signal(signal.SIGINT, _startup._interrupted_while_starting)  # python -m's
+        assert _cli.run_main("prog", lambda argv: 0, []) == 0
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # Python's shutdown is safe
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # a test's, a notebook's
+        assert _cli.run_main("prog", lambda argv: 0, []) == 0
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_while_files_were_moved_says_where_they_are(capsys):
+    from experiments import _cli
+    from experiments._atomic import InterruptedAfterCommit
+
+    def main(argv):
+        raise InterruptedAfterCommit("/some/dir")
+
+    assert _cli.run_main("prog", main, []) == 130
+    assert capsys.readouterr().err == "prog: interrupted; outputs already written to /some/dir\n"
+
+
 def test_importing_experiments_as_a_library_leaves_ctrl_c_alone():
     r = _python("import signal, experiments.four_variants\n"
                 "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n")

@@ -325,8 +325,13 @@ def test_default_jobs_is_the_usable_cpus_at_most_the_runs(monkeypatch):
     assert _runner.default_jobs(4, 200) == 4            # 8 CPUs, 4 runs
     assert _runner.default_jobs(20, 200) == 8           # 8 CPUs, 20 runs
     assert _runner.default_jobs(4, _runner.MIN_STEPS_FOR_PROCESSES - 1) == 1   # short runs
+    assert _runner.default_jobs(4, 200, threads=2) == 4  # 8 CPUs, 2 BLAS threads a process
+    assert _runner.default_jobs(4, 200, threads=3) == 2
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
+    assert _runner.default_jobs(4, 200) == 2            # the environment's BLAS threads
     monkeypatch.setattr(_runner.os, "sched_getaffinity", lambda pid: {3}, raising=False)
     assert _runner.default_jobs(4, 200) == 1            # one CPU
+    assert _runner.default_jobs(4, 200, threads=1) == 1
 
 
 def test_no_jobs_option_gives_the_numbers_of_jobs_1(tmp_path):

@@ -7,21 +7,29 @@ training step of the tiny model: d_model 64, 2 layers, 4 heads, T 32, B 32, floa
 thread each, alternating, and prints the medians and the largest products. docs/performance.md
 ("What bounds the tiny step") sets them against the 0.7-of-PyTorch target.
 
-    OPENBLAS_NUM_THREADS=1 python tools/matmul_floors.py
+    python tools/matmul_floors.py        # one BLAS thread unless OPENBLAS_NUM_THREADS says
 
-Needs torch. Prints milliseconds per step: medians (min-max) of 7 repeats of 10 steps.
+Needs torch (the ``parity`` extra; without it, one line and exit 2). Prints milliseconds per step: medians (min-max) of 7 repeats of 10 steps.
 """
+import os
+import sys
 import time
 
-import numpy as np
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before NumPy loads, as the commands do
 
-from experiments.bench import step_matmuls
-from gpt import GPTConfig
+import numpy as np  # noqa: E402
+
+from experiments.bench import step_matmuls  # noqa: E402
+from gpt import GPTConfig  # noqa: E402
 
 
 def main():
-    import torch
-    torch.set_num_threads(1)
+    try:
+        import torch
+    except ImportError:
+        sys.stderr.write("tools/matmul_floors.py: needs torch (pip install -e \".[parity]\")\n")
+        return 2
+    torch.set_num_threads(int(os.environ["OPENBLAS_NUM_THREADS"]))
     shapes = step_matmuls(GPTConfig(vocab_size=48), 32)
     rng = np.random.default_rng(0)
     ops = [(rng.standard_normal((b, m, k), dtype=np.float32),
@@ -53,7 +61,8 @@ def main():
               f"of matrix products, {gflop / np.median(t) * 1e3:.0f} GFLOP/s")
     ratio = [a / b for a, b in zip(times["torch"], times["numpy"])]
     print(f"torch/numpy {np.median(ratio):.2f} ({min(ratio):.2f}-{max(ratio):.2f})")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -5,7 +5,9 @@ A plain loop of the benchmark's step (``experiments.bench.Ours``: forward, zero_
 clip, AdamW) on the tiny model, 30 warm-up steps then 200 timed, on corpus windows or random
 tokens. docs/performance.md ("Fourth round") has the figures.
 
-    OPENBLAS_NUM_THREADS=1 python tools/page_faults.py [--variants ln+gelu,rms+gelu] [--data random]
+    python tools/page_faults.py [--variants ln+gelu,rms+gelu] [--data random]
+
+One BLAS thread unless ``OPENBLAS_NUM_THREADS`` says otherwise, as the commands.
 
 Prints one line per variant and setting: median ms per step, CPU ms per step, minor page faults
 per step, peak resident memory.
@@ -45,8 +47,13 @@ def main(argv=None):
     p.add_argument("--variants", default="ln+gelu,rms+gelu,ln+swiglu,rms+swiglu")
     p.add_argument("--data", default="corpus", choices=("corpus", "random"))
     args = p.parse_args(argv)
+    known = ("ln+gelu", "rms+gelu", "ln+swiglu", "rms+swiglu")
+    bad = [v for v in args.variants.split(",") if v not in known]
+    if bad:
+        p.error(f"--variants: unknown {', '.join(bad)}; choose from {', '.join(known)}")
     env = {k: v for k, v in os.environ.items()  # glibc's own defaults for "default"
            if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the commands do
     for variant in args.variants.split(","):
         for setting in ("default", "kept"):
             r = subprocess.run([sys.executable, "-c", CHILD, setting, variant, args.data],
