@@ -448,7 +448,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     data = tok.encode(text)
     load = os.getloadavg()
     say(f"bench: {args.repeats} repeats x {args.steps} steps, {'+'.join(args.data)} batches, "
-        f"threads {threads}, load {load[0]:.2f}")
+        f"threads {', '.join(f'{k}={v}' for k, v in threads.items() if v is not None)}, "
+        f"load {load[0]:.2f}")
     rows = []
     try:
         with np.errstate(all="ignore"):
