@@ -65,9 +65,13 @@ def _python(code: str, timeout: float = 60):
     import os
     import subprocess
     import sys
+    import signal
     env = dict(os.environ, PYTHONPATH=str(EXPERIMENTS.parent))
+    # SIGINT as a terminal gives it, even when pytest runs as a background job of a
+    # non-interactive shell (which starts it with SIGINT ignored, and children inherit that)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=str(EXPERIMENTS.parent))
+                          timeout=timeout, env=env, cwd=str(EXPERIMENTS.parent),
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def test_ctrl_c_while_a_command_starts_is_one_line_and_130():
