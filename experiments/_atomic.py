@@ -102,12 +102,16 @@ class AtomicGroup:
         """A fresh temporary path in ``dest``'s directory that becomes ``dest`` on commit."""
         dest = Path(dest)
         check_replaceable(dest)
-        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=str(dest.parent))
-        os.close(fd)
+        with _sigint_held() as pending:  # a Ctrl-C here must not leave an untracked file
+            fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp",
+                                       dir=str(dest.parent))
+            self._staged.append((Path(tmp), dest))  # removed by the group from here on
+            os.close(fd)
+        if pending:
+            raise KeyboardInterrupt
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the usual permissions
-        self._staged.append((Path(tmp), dest))
         return Path(tmp)
 
     @property

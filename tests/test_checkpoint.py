@@ -180,6 +180,27 @@ def test_ctrl_c_during_the_commit_is_raised_once_every_file_is_in_place(tmp_path
         ["new a", "new b", "new c"]
 
 
+def test_ctrl_c_while_a_file_is_staged_leaves_no_temporary_file(tmp_path, monkeypatch):
+    """A SIGINT right as mkstemp creates the file: the group knows the file, removes it, and
+    the KeyboardInterrupt still comes through."""
+    import signal
+    import experiments._atomic as atomic
+    from experiments._atomic import AtomicGroup
+
+    real_mkstemp = atomic.tempfile.mkstemp
+
+    def mkstemp_then_ctrl_c(*args, **kwargs):
+        made = real_mkstemp(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)
+        return made
+
+    monkeypatch.setattr(atomic.tempfile, "mkstemp", mkstemp_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        with AtomicGroup() as group:
+            group.stage(tmp_path / "a.png")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_staged_checkpoint_replaces_the_old_one_only_when_the_group_commits(tmp_path):
     """save_checkpoint is a plain write; staged in an AtomicGroup (as the commands do), a
     failure before the commit leaves the previous checkpoint whole and no temporary file."""

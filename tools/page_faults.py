@@ -50,7 +50,8 @@ def main(argv=None):
     known = ("ln+gelu", "rms+gelu", "ln+swiglu", "rms+swiglu")
     bad = [v for v in args.variants.split(",") if v not in known]
     if bad:
-        p.error(f"--variants: unknown {', '.join(bad)}; choose from {', '.join(known)}")
+        p.exit(2, f"{p.prog}: error: --variants: unknown {', '.join(map(repr, bad))}; choose "
+                  f"from {', '.join(known)}\n")
     env = {k: v for k, v in os.environ.items()  # glibc's own defaults for "default"
            if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
     env.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the commands do
