@@ -20,7 +20,8 @@ import sys
 import time
 from typing import Callable, List, Optional, Sequence
 
-__all__ = ["start_method", "sigint_blocked", "ignore_sigint", "run_in_processes"]
+__all__ = ["start_method", "flush_std_streams", "sigint_blocked", "ignore_sigint",
+           "run_in_processes"]
 
 
 def _threads_in_this_process() -> Optional[int]:
@@ -52,6 +53,13 @@ def start_method(wait: float = 0.1) -> str:
         if threads is None or time.monotonic() >= deadline:
             return "spawn"
         time.sleep(0.002)
+
+
+def flush_std_streams() -> None:
+    """Flush stdout and stderr before forking: a forked child flushes what it inherited when it
+    exits, so an unflushed line of the parent's would be written twice."""
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
 
 
 def ignore_sigint() -> None:
@@ -101,8 +109,7 @@ def run_in_processes(calls: Sequence[Callable[[], Optional[str]]]) -> List[Optio
     if len(calls) < 2 or start_method() != "fork":
         return [call() for call in calls]
     ctx = multiprocessing.get_context("fork")
-    for stream in (sys.stdout, sys.stderr):  # or a child would write the parent's buffer again
-        stream.flush()
+    flush_std_streams()
     procs = []
     try:
         with sigint_blocked():

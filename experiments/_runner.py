@@ -108,7 +108,8 @@ from gpt.data import CharTokenizer, check_split_length, load_corpus, train_val_s
 from gpt.train import TrainingDiverged, estimate_loss, evaluate
 
 from experiments import _plots, _report
-from experiments._processes import ignore_sigint, sigint_blocked, start_method
+from experiments._processes import (flush_std_streams, ignore_sigint, sigint_blocked,
+                                    start_method)
 from experiments._threads import add_threads_option, blas_threads
 from experiments._atomic import AtomicGroup, InterruptedAfterCommit, check_replaceable
 from experiments._cli import (ArgumentParser, Printer, UsageError, bounded_int, check_output_dir,
@@ -750,8 +751,7 @@ def run_jobs(plan: Plan, jobs: int = 1,
         return results  # type: ignore[return-value]
     method = start_method()
     if method == "fork":
-        for stream in (sys.stdout, sys.stderr):  # or a worker would write the buffer again
-            stream.flush()
+        flush_std_streams()
     pool = cf.ProcessPoolExecutor(max_workers=min(jobs, len(specs)),
                                   mp_context=multiprocessing.get_context(method),
                                   initializer=ignore_sigint)
