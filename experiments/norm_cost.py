@@ -291,6 +291,8 @@ def verdict(shapes: List[Dict[str, Any]]) -> List[str]:
                 continue
             if lo <= f <= hi:
                 rel = "consistent with the FLOP ratio"
+            elif _saving(t) == _saving(f):  # outside the IQR, but equal as printed
+                rel = f"the saving the FLOPs predict ({_saving(f)})"
             elif t > f:
                 rel = f"a smaller saving than the FLOPs predict ({_saving(t)} vs {_saving(f)})"
             else:

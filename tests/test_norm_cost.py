@@ -199,3 +199,14 @@ def test_the_verdict_says_an_implausible_ratio_is_not_to_be_quoted():
     lines = [v for v in norm_cost.verdict([shape]) if v.startswith("Time")]
     assert len(lines) == 2
     assert all("= 0.02 is not a measurement to quote" in v and "busy" in v for v in lines)
+
+
+def test_the_verdict_does_not_call_equal_printed_savings_larger():
+    # FLOP ratio 0.5745 just above the IQR's top 0.5699: both savings print as 43%
+    r = dict(_ratio(0.57, 0.55, 0.58), flops=0.5745, time_p25=0.55, time_p75=0.5699)
+    shape = {"B": 32, "T": 32, "C": 64, "passes": {
+        p: {"ratio_rms_over_ln": r, "ln": {"minor_faults_per_call": 0},
+            "rms": {"minor_faults_per_call": 0}} for p in norm_cost.PASSES}}
+    lines = [v for v in norm_cost.verdict([shape]) if v.startswith("Time")]
+    assert len(lines) == 2
+    assert all("the saving the FLOPs predict (43%)" in v and "larger" not in v for v in lines)
