@@ -161,6 +161,13 @@ class AtomicGroup:
             self._discard()
         return False
 
+    def raise_if_committed(self, where: PathLike) -> None:
+        """For a caller's ``except KeyboardInterrupt`` around the group: when the files are
+        already in place, raise ``InterruptedAfterCommit(where)`` instead (``run_main`` then
+        says where they are, not "nothing written"); else return."""
+        if self.committed:
+            raise InterruptedAfterCommit(str(Path(where).resolve())) from None
+
     def _where(self) -> str:
         dests = self.destinations
         if len(dests) == 1:

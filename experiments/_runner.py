@@ -111,7 +111,7 @@ from experiments import _plots, _report
 from experiments._processes import (flush_std_streams, ignore_sigint, sigint_blocked,
                                     start_method)
 from experiments._threads import add_threads_option, blas_threads
-from experiments._atomic import AtomicGroup, InterruptedAfterCommit, check_replaceable
+from experiments._atomic import AtomicGroup, check_replaceable
 from experiments._cli import (ArgumentParser, Printer, UsageError, bounded_int, check_output_dir,
                               fail, interrupted, mark_outputs_written, new_run_id,
                               nonnegative_int, path_arg, positive_float, positive_int,
@@ -860,10 +860,8 @@ def run_study(study: Study, argv: Optional[Sequence[str]] = None) -> int:
                     group.remove(p)  # an earlier run's file of this study's own name
             group.write_text(out / "results.json", _report.results_json(report))
             group.write_text(out / "run_log.txt", _report.run_log(report))
-    except KeyboardInterrupt as e:
-        if group.committed:  # the files are in place: run_main says where
-            raise e if isinstance(e, InterruptedAfterCommit) else \
-                InterruptedAfterCommit(str(out.resolve())) from None
+    except KeyboardInterrupt:
+        group.raise_if_committed(out)  # the files are in place: run_main says where
         remove_empty_dirs(created)
         interrupted(study.prog)
         return EXIT_INTERRUPTED

@@ -48,7 +48,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from experiments._atomic import AtomicGroup, InterruptedAfterCommit, check_replaceable
+from experiments._atomic import AtomicGroup, check_replaceable
 from experiments._cli import (ArgumentParser, Printer, UsageError, check_output_dir, fail,
                               interrupted, mark_outputs_written, new_run_id, nonnegative_int,
                               path_arg, positive_int, remove_empty_dirs, run_main)
@@ -456,10 +456,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             group.write_text(out / "results.json",
                              json.dumps(results, indent=1, allow_nan=False) + "\n")
             group.write_text(out / "run_log.txt", "\n".join(lines) + "\n")
-    except KeyboardInterrupt as e:
-        if group.committed:  # the files are in place: run_main says where
-            raise e if isinstance(e, InterruptedAfterCommit) else \
-                InterruptedAfterCommit(str(out.resolve())) from None
+    except KeyboardInterrupt:
+        group.raise_if_committed(out)  # the files are in place: run_main says where
         remove_empty_dirs(created)
         interrupted(PROG)
         return 130
