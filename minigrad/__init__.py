@@ -7,13 +7,15 @@ Public API::
     concatenate, stack, split, where, masked_fill, broadcast_to,
     zeros, ones, randn, arange
 """
-from .function import Context, Function
+from .tensor import Context, Function, Tensor
+from . import tensor_methods, _inplace  # noqa: F401  (give Tensor its operators and methods)
 from .grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
-from .tensor import Tensor
 from .ops import broadcast_to, concatenate, masked_fill, split, stack, where, unbroadcast
 from .factories import arange, ones, randn, zeros
 from .gradcheck import GradcheckError, GradcheckReport, gradcheck, gradcheck_report
 from .module import Module, ModuleList, Parameter
+from . import optim
+from .optim import AdamW, clip_grad_norm_
 
 __all__ = [
     "Context", "Function", "Tensor", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
@@ -22,5 +24,3 @@ __all__ = [
     "zeros", "ones", "randn", "arange",
 ]
 __version__ = "0.1.0"
-from . import optim  # noqa: E402
-from .optim import AdamW, clip_grad_norm_  # noqa: E402

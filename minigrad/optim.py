@@ -28,7 +28,7 @@ from typing import Any, Dict, List
 
 import numpy as np
 
-from .grad_mode import no_grad
+from .grad_mode import enable_grad, no_grad
 from .tensor import Tensor
 
 __all__ = ["Optimizer", "AdamW", "clip_grad_norm_"]
@@ -292,7 +292,6 @@ class AdamW(Optimizer):
         """
         loss = None
         if closure is not None:
-            from .grad_mode import enable_grad
             with enable_grad():
                 loss = closure()
         for group in self.param_groups:
