@@ -1,31 +1,24 @@
-"""Reverse-mode automatic differentiation: ``Tensor``, ``Function`` and ``backward``.
+"""Reverse-mode automatic differentiation: ``Tensor``, ``backward``, ``Function``.
 
 A ``Tensor`` holds an ``np.ndarray`` (``data``) and, after ``backward``, the gradient of the
 output with respect to it (``grad``, same shape and dtype). Every operation is a ``Function``
 (PyTorch's ``torch.autograd.Function``): ``forward`` computes the output array from the input
 arrays and saves what backward needs; ``backward`` maps the output's gradient to one gradient
 per input (a vector-Jacobian product). ``Function.apply`` runs forward and, when an input
-requires grad and grad mode is on (``grad_mode.no_grad``), records the node: the output
-remembers its ``Context`` (the Function, its inputs and the arrays it saved).
-
-``Tensor.backward`` then walks the recorded graph from the output back to the leaves:
+requires grad (and grad mode is on), records the node: the output keeps its ``Context`` (the
+Function, its inputs, the arrays it saved). ``Tensor.backward`` walks that graph back:
 
 1. sort the Tensors topologically, inputs before outputs, with an explicit stack instead of
    recursion (HIPS/autograd's ``toposort``), so a chain of 100,000 operations works;
-2. visit them in reverse order, so that a node's gradient is complete (every path that uses
-   it has contributed) before its backward runs;
-3. accumulate: each input's gradient is added to what it already received, never assigned,
-   so a Tensor used twice (a residual, a tied embedding) gets the sum of both paths.
+2. visit them in reverse order: a node's gradient is complete (every path through it has
+   contributed) before its backward runs;
+3. accumulate: an input's gradient is added to what it already received, never assigned, so
+   a Tensor used twice (a residual, a tied embedding) gets the sum of both paths.
 
-The dtype of the inputs is the dtype of the computation: a float32 graph computes and returns
-float32 gradients.
-
-Around this file: ``ops.py`` holds the primitive Functions (each backward one formula;
-``unbroadcast`` sums a broadcast gradient back to its input's shape) and ``tensor_methods.py``
-gives Tensor its operators and methods (``+``, ``@``, ``sum``, ``reshape``, ..., in NumPy's and
-PyTorch's spellings); ``_guards.py`` holds the checks that turn a mistake into an error (an
-array saved for backward then modified in place, a backward returning a wrong shape);
-``_inplace.py`` the in-place operations. Deliberate differences from PyTorch: docs/pytorch.md.
+A float32 graph computes and returns float32 gradients. Around this file: ``ops.py``, the
+primitive Functions (``unbroadcast`` sums a broadcast gradient back to its input's shape);
+``tensor_methods.py``, Tensor's operators and methods (``+``, ``@``, ``sum``, ...);
+``_guards.py``, the checks that turn a mistake into an error; ``_inplace.py``, ``+=`` & co.
 """
 from __future__ import annotations
 
@@ -57,8 +50,6 @@ class Tensor:
         TypeError: if ``data`` is not numeric (object or string arrays), or an integer/bool
             Tensor is asked to require grad.
     """
-
-    __array_priority__ = 1000  # ndarray <op> Tensor defers to Tensor's reflected operator
 
     def __init__(self, data: Any, requires_grad: bool = False, dtype=None) -> None:
         if isinstance(data, Tensor):
@@ -196,29 +187,6 @@ class Tensor:
     def dtype(self) -> np.dtype:
         """dtype of ``data``."""
         return self._data.dtype
-
-    @property
-    def ndim(self) -> int:
-        """Number of axes."""
-        return self._data.ndim
-
-    @property
-    def size(self) -> int:
-        """Number of elements."""
-        return self._data.size
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def __repr__(self) -> str:
-        body = np.array2string(self._data, separator=", ", prefix="Tensor(")
-        extra = f", dtype={self.dtype}"
-        if self._ctx is not None:
-            extra += f", grad_fn={self._ctx.fn_cls.__name__}"
-        elif self._requires_grad:
-            extra += ", requires_grad=True"
-        return f"Tensor({body}{extra})"
-
 
 def toposort(root: Tensor) -> list:
     """The Tensors that require grad reachable from ``root``, inputs before outputs.

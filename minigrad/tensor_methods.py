@@ -109,6 +109,28 @@ def _pair(t: "Tensor", other: Any):
 class TensorMethods:
     """The operators and methods of ``Tensor`` (copied onto it; not used on its own)."""
 
+    @property
+    def ndim(self) -> int:
+        """Number of axes."""
+        return self._data.ndim
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return self._data.size
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        body = np.array2string(self._data, separator=", ", prefix="Tensor(")
+        extra = f", dtype={self.dtype}"
+        if self._ctx is not None:
+            extra += f", grad_fn={self._ctx.fn_cls.__name__}"
+        elif self._requires_grad:
+            extra += ", requires_grad=True"
+        return f"Tensor({body}{extra})"
+
     def numel(self) -> int:
         """Number of elements (PyTorch's name)."""
         return self._data.size
@@ -236,6 +258,7 @@ class TensorMethods:
     # run on Tensors (they would drop the graph): ``ndarray + Tensor`` calls Tensor.__radd__, and
     # ``np.exp(t)`` raises a TypeError (use ``t.exp()``).
     __array_ufunc__ = None
+    __array_priority__ = 1000  # ndarray <op> Tensor defers to Tensor's reflected operator
 
     def __array__(self, dtype=None, copy=None):
         if dtype is not None and dtype != self._data.dtype:
