@@ -100,7 +100,7 @@ class Tensor:
         grads = {id(self): grad}        # id(Tensor) -> d(self)/d(Tensor) . grad, summed so far
         for t in reversed(toposort(self)):
             g = grads.pop(id(t), None)
-            if g is None:               # no path from self reaches t with a gradient
+            if g is None:               # no gradient reached t (its users returned None)
                 continue
             if t._ctx is None or t._retains_grad:
                 t.grad = np.array(g, copy=True) if t.grad is None else t.grad + g
