@@ -10,7 +10,8 @@
 * **What a Function's backward returns** (``check_grads``): one gradient per forward input,
   each an ``np.ndarray`` of its input's exact shape and dtype, or None.
 
-This module imports nothing of minigrad; ``tensor.py`` calls it in those four places.
+This module imports nothing of minigrad; ``tensor.py`` calls it where a Tensor is made, where
+``Function.apply`` records a node and where ``backward`` runs one.
 """
 from __future__ import annotations
 
