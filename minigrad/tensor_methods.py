@@ -4,7 +4,8 @@ Tensor methods follow NumPy's array API (``sum(axis=None, keepdims=False)``, ``t
 ``swapaxes``, ``.T``, indexing), because a Tensor is a NumPy array with a gradient; PyTorch's
 spellings are accepted beside them (``dim=``/``keepdim=``, ``view``, ``permute``, ``unsqueeze``,
 ``squeeze``, ``flatten``, ``t``, ``max(dim=)`` -> (values, indices), ``numel``, ``item``).
-A Python scalar operand takes the Tensor's floating dtype.
+A Python scalar operand takes the Tensor's floating dtype. Deliberate differences from
+PyTorch: docs/pytorch.md.
 
 They are written in the class ``TensorMethods`` and copied onto ``Tensor`` by
 ``@attach_to_tensor`` when this module is imported (``minigrad/__init__.py`` imports it), so that
