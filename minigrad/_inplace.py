@@ -1,9 +1,9 @@
 """In-place operations on a Tensor and the version counter they bump (PyTorch's rules).
 
-``Tensor`` inherits these methods: ``zero_``, ``fill_``, ``copy_``, ``add_``, ``sub_``,
-``mul_``, ``div_``, the augmented operators ``+=``, ``-=``, ``*=``, ``/=``, ``**=`` and item
+``Tensor`` gets these methods (copied onto it by ``@attach_to_tensor`` when ``minigrad`` is
+imported): ``zero_``, ``fill_``, ``copy_``, ``add_``, ``sub_``, ``mul_``, ``div_``, the augmented operators ``+=``, ``-=``, ``*=``, ``/=``, ``**=`` and item
 assignment ``t[i] = v``. Each writes into the same array and increments the Tensor's version
-counter (``function._VersionCounter``, shared with the views made from it), so a backward
+counter (``_guards.VersionCounter``, shared with the views made from it), so a backward
 that saved the old values raises instead of computing a wrong gradient.
 
 As in PyTorch, an in-place op is refused on a leaf that requires grad while grad mode is on
@@ -18,12 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from ._helpers import TensorBase, index_arrays, is_float_dtype, plain
 from .grad_mode import is_grad_enabled
+from .tensor import Tensor
+from .tensor_methods import attach_to_tensor, index_arrays, plain
 
 
+@attach_to_tensor
 class InplaceOps:
-    """The in-place methods of ``minigrad.Tensor`` (a base class of it; not used on its own)."""
+    """The in-place methods of ``minigrad.Tensor`` (copied onto it; not used on its own)."""
 
     def _check_inplace(self, op: str, *operands: Any) -> None:
         """Raise RuntimeError when ``op`` may not run in place here (see the module docstring)."""
@@ -41,23 +43,19 @@ class InplaceOps:
                 "graph; minigrad does not: write y = y + z (out of place), or wrap the update "
                 "in minigrad.no_grad()."
             )
-        if any(isinstance(o, TensorBase) and o._requires_grad for o in operands):
+        if any(isinstance(o, Tensor) and o._requires_grad for o in operands):
             raise RuntimeError(
                 f"{op}: in-place operation with an operand that requires grad while grad mode "
                 "is on. PyTorch records it in the graph; minigrad does not: write "
                 "y = y + z (out of place), or wrap the update in minigrad.no_grad()."
             )
 
-    def _bump(self) -> None:
-        """Increment the version counter: the data changed in place."""
-        self._vc.value += 1
-
     def _inplace(self, op: str, ufunc, other: Any) -> "Tensor":
         """``data = ufunc(data, other)`` into the same array; checks, then bumps the version."""
         self._check_inplace(op, other)
         o = plain(other)
         if isinstance(o, (numbers.Number, np.generic)) and not isinstance(o, np.ndarray) \
-                and is_float_dtype(self.dtype):
+                and self.dtype.kind == "f":
             o = np.asarray(o, dtype=self.dtype)      # a Python scalar takes the Tensor's dtype
         o = np.asarray(o)
         if o.dtype.kind not in "biuf":

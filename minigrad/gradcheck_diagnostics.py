@@ -197,22 +197,13 @@ class Diagnostics:
         self.stats = dict(abs=0.0, rel=0.0, ratio=0.0, worst=None, worst_out=None, n=0)
 
     # ------------------------------------------------------------------ helpers
-    def header(self, check: str) -> str:
-        """The first line of a failure message: the check and the settings."""
-        return (f"gradcheck failed: check '{check}' ({self.mode} mode, eps={self.eps:g}, "
-                f"atol={self.atol:g}, rtol={self.rtol:g}, seed={self.seed})")
-
     def desc(self, p: int) -> str:
         """``input p (shape ...)``, as the messages name an input."""
         return f"input {p} (shape {self.inputs[p].shape})"
 
-    def t(self, p: int) -> Tensor:
-        """The input at position p."""
-        return self.inputs[p]
-
     def dense(self, grads: list) -> list:
         """The gradients as float64 arrays, zeros where none arrived."""
-        return [np.zeros(self.t(p).shape) if g is None else np.asarray(g, dtype=np.float64)
+        return [np.zeros(self.inputs[p].shape) if g is None else np.asarray(g, dtype=np.float64)
                 for p, g in zip(self.checked, grads)]
 
     @contextlib.contextmanager
@@ -220,20 +211,20 @@ class Diagnostics:
         """Perturb private copies of the checked inputs (same memory layout); restore their
         ``data`` and ``grad`` (and the unchecked inputs' ``grad``) on the way out."""
         inputs = self.inputs
-        saved_grads = {p: self.t(p).grad for p in self.checked}
-        saved_data = {p: self.t(p).data for p in self.checked}
+        saved_grads = {p: self.inputs[p].grad for p in self.checked}
+        saved_data = {p: self.inputs[p].data for p in self.checked}
         self.original = {p: np.array(saved_data[p], copy=True) for p in self.checked}
         other_grads = {i: inputs[i].grad for i in self.others}
         try:
             for p in self.checked:
-                self.t(p).data = np.array(saved_data[p], dtype=np.float64, copy=True, order="K")
+                self.inputs[p].data = np.array(saved_data[p], dtype=np.float64, copy=True, order="K")
             for i in self.others:
                 inputs[i].grad = None
             yield
         finally:
             for p in self.checked:
-                self.t(p)._data = saved_data[p]
-                self.t(p).grad = saved_grads[p]
+                self.inputs[p]._data = saved_data[p]
+                self.inputs[p].grad = saved_grads[p]
             for i, g in other_grads.items():
                 inputs[i].grad = g
 
@@ -297,7 +288,7 @@ class Diagnostics:
         """Fail when a gradient has the wrong shape or dtype, is not finite, or reaches an
         unchecked input; else return ``grads``."""
         for p, g in zip(self.checked, grads):
-            t = self.t(p)
+            t = self.inputs[p]
             if g is None:
                 continue
             if not isinstance(g, np.ndarray) or g.shape != t.shape or g.dtype != t.dtype:
@@ -326,7 +317,7 @@ class Diagnostics:
         for p, g in zip(self.checked, g0):
             if g is not None and np.any(g != 0):
                 ks = np.flatnonzero(g != 0)
-                shape = self.t(p).shape
+                shape = self.inputs[p].shape
                 vals = ", ".join(f"{_idx(shape, k)}={g.reshape(-1)[k]:.6g}" for k in ks[:5])
                 raise Failure("zero upstream",
                               f"with a zero upstream gradient, the gradient of {self.desc(p)} "
@@ -339,7 +330,7 @@ class Diagnostics:
         for p, a, b in zip(self.checked, g1, g2):
             if not _same_bits(a, b):
                 diff = np.flatnonzero(~((a == b) | (np.isnan(a) & np.isnan(b))))
-                shape = self.t(p).shape
+                shape = self.inputs[p].shape
                 k = int(diff[0]) if len(diff) else 0
                 raise Failure("determinism",
                               f"two backward passes on fresh graphs with the same upstream "
@@ -368,7 +359,7 @@ class Diagnostics:
                 p = self.checked[c.j]
                 w = int(np.argmax(np.where(np.isnan(ratio), np.inf, ratio)))
                 wo, wk = (divmod(w, A.shape[1]) if jac else (None, w))
-                self.record(p, _idx(self.t(p).shape, wk), _idx(c.out_shape, wo) if jac else None,
+                self.record(p, _idx(self.inputs[p].shape, wk), _idx(c.out_shape, wo) if jac else None,
                             float(np.where(np.isfinite(err), err, np.inf).reshape(-1)[w]),
                             float(np.nan_to_num(rel, nan=np.inf).max()),
                             float(np.nan_to_num(ratio, nan=np.inf).reshape(-1)[w]))
@@ -383,7 +374,7 @@ class Diagnostics:
         # Kinks: one-sided differences d+ = Nm + Cv/2, d- = Nm - Cv/2 disagree, and the
         # analytical value lies between them (a one-sided derivative, not a wrong backward).
         # Cv = d+ - d- is computed at the violating entries only (zero elsewhere).
-        x = self.t(p).data
+        x = self.inputs[p].data
         Cv = np.zeros(Nm.shape)
         for k in np.flatnonzero(bad.any(axis=0) if jac else bad):
             gap = _one_sided_gap(f, x, int(k), self.eps, base)
@@ -434,7 +425,7 @@ class Diagnostics:
         """The failure message of one comparison: kinks, worst entries, hints, Jacobians."""
         p, A, Nm, jac = res["p"], res["A"], res["Nm"], res["jac"]
         bad, kink = res["bad"], res["kink"]
-        t = self.t(p)
+        t = self.inputs[p]
         x = self.original[p].reshape(-1)
         out_shape = res["out_shape"]
         n_bad, n_all = int(bad.sum()), bad.size
@@ -515,7 +506,7 @@ class Diagnostics:
             if np.all(np.abs(r - med) <= 1e-4 * abs(med)) and abs(med - 1) > 1e-4 and small_ok:
                 out.append(f"analytical = {med:.6g} x numerical at every entry: a scale error "
                            f"(a constant factor {med:.6g} in the backward)")
-        shape = self.t(p).shape
+        shape = self.inputs[p].shape
         if len(shape) == 2 and shape[0] == shape[1] and shape[0] > 1:
             # A transposed gradient: the analytical value at input entry (i, j) is the
             # numerical one at (j, i).
@@ -560,7 +551,7 @@ class Diagnostics:
         failed directions.
         """
         rng = np.random.default_rng([self.seed, 1])
-        arrs = [self.t(p).data for p in self.checked]
+        arrs = [self.inputs[p].data for p in self.checked]
         origs = [a.copy() for a in arrs]
         dirs = []
         for _ in range(self.n_directions):
@@ -613,7 +604,7 @@ class Diagnostics:
         which = suspects or list(range(len(self.checked)))
         positions = [self.checked[j] for j in which]
         m = int(np.prod(G.shape)) if G.ndim else 1
-        n = sum(self.t(p).size for p in positions)
+        n = sum(self.inputs[p].size for p in positions)
         full = m <= _FALLBACK_MAX_OUTPUTS and m * n <= _FALLBACK_MAX_ENTRIES
         d, ana, num, err, tol = failed[0]
         summary = (f"fast mode: {len(failed)} of {len(dirs)} directions violate; direction {d}: "
@@ -626,31 +617,24 @@ class Diagnostics:
         """The ``GradcheckReport``: the max errors over the directional products (fast mode)
         and slow mode's ``comparisons``; failed when ``failure`` is given."""
         self.record_comparisons(comparisons)
-        return self.passed_report() if failure is None else self.failed_report(failure)
-
-    def failed_report(self, f: Failure) -> GradcheckReport:
-        """The ``GradcheckReport`` of a failed check."""
-        s = self.stats
-        fl = f.fields
+        s, settings = self.stats, (f"{self.mode} mode, eps={self.eps:g}, atol={self.atol:g}, "
+                                   f"rtol={self.rtol:g}, seed={self.seed}")
+        common = dict(mode=self.mode, eps=self.eps, atol=self.atol, rtol=self.rtol,
+                      seed=self.seed, checked_inputs=tuple(self.checked))
+        if failure is None:
+            msg = (f"gradcheck passed ({settings}): {s['n']} comparisons, max abs err "
+                   f"{s['abs']:.3e}, max rel err {s['rel']:.3e}, max err/tolerance "
+                   f"{s['ratio']:.3f}")
+            return GradcheckReport(
+                passed=True, check="passed", max_abs_err=s["abs"], max_rel_err=s["rel"],
+                max_tol_ratio=s["ratio"], worst=s["worst"], worst_output=s["worst_out"],
+                n_violations=0, n_compared=s["n"], message=msg, **common)
+        nan, fl = float("nan"), failure.fields
         return GradcheckReport(
-            passed=False, check=f.check, mode=self.mode,
-            max_abs_err=s["abs"] if s["n"] else float("nan"),
-            max_rel_err=s["rel"] if s["n"] else float("nan"),
-            max_tol_ratio=s["ratio"] if s["n"] else float("nan"),
+            passed=False, check=failure.check,
+            max_abs_err=s["abs"] if s["n"] else nan, max_rel_err=s["rel"] if s["n"] else nan,
+            max_tol_ratio=s["ratio"] if s["n"] else nan,
             worst=fl.get("worst"), worst_output=fl.get("worst_out"),
             n_violations=int(fl.get("n_viol", 1)), n_compared=int(fl.get("n_cmp", 1)),
-            message=f"{self.header(f.check)}\n{f.text}", eps=self.eps, atol=self.atol, rtol=self.rtol, seed=self.seed,
-            checked_inputs=tuple(self.checked))
-
-    def passed_report(self) -> GradcheckReport:
-        """The ``GradcheckReport`` of a check that passed, with its max errors."""
-        s = self.stats
-        msg = (f"gradcheck passed ({self.mode} mode, eps={self.eps:g}, atol={self.atol:g}, "
-               f"rtol={self.rtol:g}, seed={self.seed}): {s['n']} comparisons, max abs err "
-               f"{s['abs']:.3e}, max rel err {s['rel']:.3e}, max err/tolerance {s['ratio']:.3f}")
-        return GradcheckReport(
-            passed=True, check="passed", mode=self.mode, max_abs_err=s["abs"],
-            max_rel_err=s["rel"], max_tol_ratio=s["ratio"], worst=s["worst"],
-            worst_output=s["worst_out"], n_violations=0, n_compared=s["n"], message=msg,
-            eps=self.eps, atol=self.atol, rtol=self.rtol, seed=self.seed,
-            checked_inputs=tuple(self.checked))
+            message=f"gradcheck failed: check '{failure.check}' ({settings})\n{failure.text}",
+            **common)

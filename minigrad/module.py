@@ -170,7 +170,7 @@ class Module:
         for name, value in values.items():
             p = own[name]
             p._data[...] = value.astype(p.dtype, copy=False)
-            p._vc.value += 1
+            p._bump()
 
     def __repr__(self) -> str:
         lines = [type(self).__name__ + "("]

@@ -17,8 +17,7 @@ try:  # numpy >= 1.25
 except ImportError:  # numpy 1.23, 1.24: only the top-level name (removed from it in numpy 2.0)
     from numpy import AxisError
 
-from .function import Function
-from .tensor import Tensor
+from .tensor import Function, Tensor
 
 
 def unbroadcast(grad: np.ndarray, shape: tuple, dtype=None) -> np.ndarray:

@@ -15,8 +15,7 @@ For each parameter ``p`` with gradient ``g`` at step ``t`` (1-based)::
 the per-parameter gradient norms; every gradient is multiplied by
 ``min(1, max_norm / (total + 1e-6))``.
 
-Updates happen in place, under ``no_grad``, through the Tensor in-place methods, so each
-parameter's version counter is bumped (a graph that saved the old values refuses to backward).
+Updates happen in place, under ``no_grad``, and bump each parameter's version counter (a graph that saved the old values refuses to backward).
 The optimizer state has the parameter's dtype: float32 parameters keep float32 moments.
 """
 from __future__ import annotations
@@ -28,7 +27,7 @@ from typing import Any, Dict, List
 
 import numpy as np
 
-from .grad_mode import no_grad
+from .grad_mode import enable_grad, no_grad
 from .tensor import Tensor
 
 __all__ = ["Optimizer", "AdamW", "clip_grad_norm_"]
@@ -267,15 +266,6 @@ class AdamW(Optimizer):
             raise ValueError(f"Invalid weight_decay value: {wd}")
         group["betas"] = (b1, b2)
 
-    def _scratch(self, like: np.ndarray):
-        """Two work arrays of ``like``'s shape and dtype, shared by the parameters of that shape
-        and kept across steps (not part of the state)."""
-        key = (like.shape, like.dtype)
-        bufs = self.__dict__.setdefault("_scratch_arrays", {})
-        if key not in bufs:
-            bufs[key] = (np.empty_like(like), np.empty_like(like))
-        return bufs[key]
-
     @no_grad()
     def step(self, closure=None):
         """Update every parameter that has a gradient, in place.
@@ -292,7 +282,6 @@ class AdamW(Optimizer):
         """
         loss = None
         if closure is not None:
-            from .grad_mode import enable_grad
             with enable_grad():
                 loss = closure()
         for group in self.param_groups:
@@ -318,40 +307,20 @@ class AdamW(Optimizer):
                 state["step"] += 1
                 t = state["step"]
                 m, v = state["exp_avg"], state["exp_avg_sq"]
-
-                # two scratch arrays of p's shape, reused across steps: no temporaries
-                buf, update = self._scratch(p.data)
-
-                # p's own array is updated in place with ufuncs (out=) and its version counter
-                # bumped once per change, as mul_ and add_ do; their checks (grad mode,
-                # broadcasting, dtype) hold by construction here and cost more than the
-                # arithmetic at small sizes (docs/performance.md). Same arithmetic as
-                # mul_/add_: the Python scalar is taken in p's dtype.
+                # p's own array is updated in place (its version counter bumped at each change,
+                # as mul_ and add_ do) without their checks, which hold by construction here
+                # and cost more than the arithmetic at small sizes (docs/performance.md).
                 data = p.data
-                # decoupled weight decay: p <- p * (1 - lr * wd)
-                if wd != 0.0:
-                    np.multiply(data, np.asarray(1.0 - lr * wd, dtype=data.dtype), out=data)
+                if wd != 0.0:                   # decoupled weight decay, a Python scalar in p's dtype
+                    data *= np.asarray(1.0 - lr * wd, dtype=data.dtype)
                     p._bump()
-                # first moment, as torch's lerp with weight 1 - beta1 (< 0.5): m += w * (g - m)
-                np.subtract(g, m, out=buf)
-                buf *= 1.0 - beta1
-                m += buf
-                # second moment: v <- beta2 * v + (1 - beta2) * g^2
+                m += (1.0 - beta1) * (g - m)    # torch's lerp with weight 1 - beta1 (< 0.5)
                 v *= beta2
-                np.multiply(g, g, out=buf)
-                buf *= 1.0 - beta2
-                v += buf
+                v += (1.0 - beta2) * (g * g)
                 bias_correction1 = 1.0 - beta1 ** t
                 bias_correction2 = 1.0 - beta2 ** t
-                step_size = lr / bias_correction1
-                # denom = sqrt(v) / sqrt(bc2) + eps
-                denom = np.sqrt(v, out=buf)
-                denom /= bias_correction2 ** 0.5
-                denom += eps
-                # p <- p + (-step_size) * m / denom   (torch's addcdiv_, evaluated left to right)
-                np.multiply(m, -step_size, out=update)
-                update /= denom
-                np.add(data, update, out=data)
+                denom = np.sqrt(v) / bias_correction2 ** 0.5 + eps
+                data -= (lr / bias_correction1) * m / denom     # torch's addcdiv_
                 p._bump()
         return loss
 

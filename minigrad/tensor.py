@@ -1,35 +1,36 @@
-"""``Tensor``: an ``np.ndarray`` with a gradient, and reverse mode (``Tensor.backward``).
+"""Reverse-mode automatic differentiation: ``Tensor``, ``backward``, ``Function``.
 
-Tensor methods follow NumPy's array API (``sum(axis=None, keepdims=False)``, ``transpose(*axes)``,
-``swapaxes``, ``.T``, indexing), because a Tensor is a NumPy array with a gradient; PyTorch's
-spellings are accepted beside them (``dim=``/``keepdim=``, ``view``, ``permute``, ``unsqueeze``,
-``squeeze``, ``flatten``, ``t``, ``max(dim=)`` -> (values, indices), in-place ``+=`` and ``add_``).
-The neural-network API (``layers.functional``, modules, ``optim``, ``gradcheck``, ``no_grad``)
-follows PyTorch's names. Deliberate differences from PyTorch: docs/pytorch.md.
+A ``Tensor`` holds an ``np.ndarray`` (``data``) and, after ``backward``, the gradient of the
+output with respect to it (``grad``, same shape and dtype). Every operation is a ``Function``
+(PyTorch's ``torch.autograd.Function``): ``forward`` computes the output array from the input
+arrays and saves what backward needs; ``backward`` maps the output's gradient to one gradient
+per input (a vector-Jacobian product). ``Function.apply`` runs forward and, when an input
+requires grad (and grad mode is on), records the node: the output keeps its ``Context`` (the
+Function, its inputs, the arrays it saved). ``Tensor.backward`` walks that graph back:
 
-The dtype of the inputs is the dtype of the computation: a float32 graph computes and returns
-float32 gradients; a Python scalar operand takes the Tensor's floating dtype.
+1. sort the Tensors topologically, inputs before outputs, with an explicit stack instead of
+   recursion (HIPS/autograd's ``toposort``), so a chain of 100,000 operations works;
+2. visit them in reverse order: a node's gradient is complete (every path through it has
+   contributed) before its backward runs;
+3. accumulate: an input's gradient is added to what it already received, never assigned, so
+   a Tensor used twice (a residual, a tied embedding) gets the sum of both paths.
 
-Reading order: the Tensor with its ``data`` and ``grad``; the arithmetic operators (each one
-``Function.apply`` of a primitive in ``ops.py``); ``backward`` (topological sort, then one
-loop in reverse order); then the other methods (elementwise, reductions, shape). The in-place
-operations (``+=``, ``add_``, ``zero_``, ``t[i] = v``, ...) and the version counter they bump
-are in ``_inplace.py``; the small helpers both files use (dtype test, a Tensor's array, index
-and axis arguments) in ``_helpers.py``.
+A float32 graph computes and returns float32 gradients. Around this file: ``ops.py``, the
+primitive Functions (``unbroadcast`` sums a broadcast gradient back to its input's shape);
+``tensor_methods.py``, Tensor's operators and methods (``+``, ``@``, ``sum``, ...);
+``_guards.py``, the checks that turn a mistake into an error; ``_inplace.py``, ``+=`` & co.
 """
 from __future__ import annotations
 
-import numbers
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 import numpy as np
 
-from ._helpers import MINMAX, TensorBase, axis_keep, index_arrays, is_float_dtype, plain
-from ._inplace import InplaceOps
-from .function import _VersionCounter, _freed_message
+from . import _guards
+from .grad_mode import is_grad_enabled
 
 
-class Tensor(TensorBase, InplaceOps):
+class Tensor:
     """An n-dimensional array that records the operations done on it for reverse mode.
 
     Args:
@@ -48,11 +49,7 @@ class Tensor(TensorBase, InplaceOps):
     Raises:
         TypeError: if ``data`` is not numeric (object or string arrays), or an integer/bool
             Tensor is asked to require grad.
-
-    The in-place methods come from ``InplaceOps`` (``_inplace.py``).
     """
-
-    __array_priority__ = 1000  # ndarray <op> Tensor defers to Tensor's reflected operator
 
     def __init__(self, data: Any, requires_grad: bool = False, dtype=None) -> None:
         if isinstance(data, Tensor):
@@ -62,195 +59,14 @@ class Tensor(TensorBase, InplaceOps):
             raise TypeError(f"Tensor data must be numeric or bool, got dtype {arr.dtype}")
         self._data = arr
         self.grad: Optional[np.ndarray] = None
-        self._ctx = None
-        self._vc = _VersionCounter()
+        self._ctx: Optional[Context] = None      # the node that made this Tensor; None: a leaf
+        self._vc = _guards.VersionCounter()      # bumped by in-place operations
         self._retains_grad = False
         self._requires_grad = False
         self.requires_grad = requires_grad
 
-    # ---------------------------------------------------------------- attributes
-    @property
-    def data(self) -> np.ndarray:
-        """The underlying ``np.ndarray`` (shared, not copied)."""
-        return self._data
-
-    @data.setter
-    def data(self, value: Any) -> None:
-        """Replace ``data``. ``t.data -= lr * g`` (an in-place update of the same array) bumps the
-        version counter, so a backward that saved the old values raises; assigning a new array
-        does not (the saved array is untouched), as in PyTorch."""
-        arr = np.asarray(value.data if isinstance(value, Tensor) else value)
-        if self._requires_grad and not is_float_dtype(arr.dtype):
-            raise TypeError(f"a Tensor that requires grad needs floating data, got {arr.dtype}")
-        if arr is self._data or (arr.size and self._data.size
-                                 and np.may_share_memory(arr, self._data)):
-            self._bump()
-        self._data = arr
-
-    @property
-    def requires_grad(self) -> bool:
-        """Whether gradients are computed for this Tensor."""
-        return self._requires_grad
-
-    @requires_grad.setter
-    def requires_grad(self, flag: bool) -> None:
-        flag = bool(flag)
-        if flag and not is_float_dtype(self._data.dtype):
-            raise TypeError(
-                f"only floating-point Tensors can require gradients, got dtype {self._data.dtype}"
-            )
-        if not flag and self._ctx is not None:
-            raise RuntimeError(
-                "requires_grad cannot be turned off on a non-leaf Tensor; use .detach()"
-            )
-        self._requires_grad = flag
-
-    @property
-    def is_leaf(self) -> bool:
-        """True when the Tensor was not made by a recorded operation."""
-        return self._ctx is None
-
-    @property
-    def grad_fn(self):
-        """The Function class that made this Tensor, or None for a leaf."""
-        return None if self._ctx is None else self._ctx.fn_cls
-
-    @property
-    def shape(self) -> tuple:
-        """Shape of ``data``."""
-        return self._data.shape
-
-    @property
-    def dtype(self) -> np.dtype:
-        """dtype of ``data``."""
-        return self._data.dtype
-
-    @property
-    def ndim(self) -> int:
-        """Number of axes."""
-        return self._data.ndim
-
-    @property
-    def size(self) -> int:
-        """Number of elements."""
-        return self._data.size
-
-    def numel(self) -> int:
-        """Number of elements (PyTorch's name)."""
-        return self._data.size
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def numpy(self) -> np.ndarray:
-        """Return ``data`` (shared memory, like ``torch.Tensor.numpy``)."""
-        return self._data
-
-    def item(self):
-        """Return the single element as a Python number.
-
-        Raises:
-            ValueError: if the Tensor has more than one element.
-        """
-        if self._data.size != 1:
-            raise ValueError(f"item() needs a Tensor with one element, got shape {self.shape}")
-        return self._data.item()
-
-    def tolist(self):
-        """``data.tolist()``."""
-        return self._data.tolist()
-
-    def detach(self) -> "Tensor":
-        """A new leaf Tensor sharing ``data`` (and its version counter), outside the graph."""
-        t = Tensor(self._data)
-        t._vc = self._vc
-        return t
-
-    def retain_grad(self) -> None:
-        """Keep ``.grad`` on this non-leaf Tensor during backward (``torch.Tensor.retain_grad``)."""
-        self._retains_grad = True
-
-    def __repr__(self) -> str:
-        body = np.array2string(self._data, separator=", ", prefix="Tensor(")
-        extra = f", dtype={self.dtype}"
-        if self._ctx is not None:
-            extra += f", grad_fn={self._ctx.fn_cls.__name__}"
-        elif self._requires_grad:
-            extra += ", requires_grad=True"
-        return f"Tensor({body}{extra})"
-
-    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
-        """Set ``requires_grad`` in place and return self (``torch.Tensor.requires_grad_``).
-
-        Raises:
-            TypeError: asking a non-floating Tensor to require grad.
-            RuntimeError: turning it off on a non-leaf (use ``detach()``).
-        """
-        self.requires_grad = requires_grad
-        return self
-
-    __hash__ = object.__hash__
-
-    # ---------------------------------------------------------------- operators
-    def __add__(self, other):
-        return _ops.Add.apply(*_pair(self, other))
-
-    def __radd__(self, other):
-        return _ops.Add.apply(*_pair(self, other)[::-1])
-
-    def __sub__(self, other):
-        return _ops.Sub.apply(*_pair(self, other))
-
-    def __rsub__(self, other):
-        return _ops.Sub.apply(*_pair(self, other)[::-1])
-
-    def __mul__(self, other):
-        return _ops.Mul.apply(*_pair(self, other))
-
-    def __rmul__(self, other):
-        return _ops.Mul.apply(*_pair(self, other)[::-1])
-
-    def __truediv__(self, other):
-        return _ops.Div.apply(*_pair(self, other))
-
-    def __rtruediv__(self, other):
-        return _ops.Div.apply(*_pair(self, other)[::-1])
-
-    def __matmul__(self, other):
-        return _ops.MatMul.apply(*_pair(self, other))
-
-    def __rmatmul__(self, other):
-        return _ops.MatMul.apply(*_pair(self, other)[::-1])
-
-    def __pow__(self, exponent):
-        return self.pow(exponent)
-
-    def __rpow__(self, base):
-        """``base ** self`` for a positive real scalar base: ``exp(self * log(base))``.
-
-        Raises:
-            TypeError: if ``base`` is not a real scalar.
-            ValueError: if ``base`` <= 0 (the gradient needs log(base)).
-        """
-        if isinstance(base, (bool, np.bool_)) or not isinstance(base, (numbers.Real, np.generic)):
-            raise TypeError(f"base ** Tensor needs a real scalar base, got {type(base).__name__}")
-        if not base > 0:
-            raise ValueError(f"base ** Tensor needs a base > 0 (its gradient uses log(base)), got {base}")
-        return (self * float(np.log(base))).exp()
-
-    def __neg__(self):
-        return _ops.Neg.apply(self)
-
-    def __pos__(self):
-        return self
-
-    # ---------------------------------------------------------------- reverse mode
     def backward(self, grad: Any = None, retain_graph: bool = False) -> None:
         """Accumulate d(self)/d(leaf) . grad into ``leaf.grad`` for every leaf that requires grad.
-
-        Walks the graph in reverse topological order, found with an explicit stack (no recursion,
-        so a chain of 100,000 ops works). A Tensor used several times receives the sum of its
-        gradients.
 
         Args:
             grad: the upstream gradient, same shape as ``self`` (array or Tensor); cast to
@@ -281,360 +97,104 @@ class Tensor(TensorBase, InplaceOps):
                 )
             grad = grad.astype(self.dtype, copy=False)
 
-        order = _toposort(self)
-        grads = {id(self): grad}
-        for t in reversed(order):
+        grads = {id(self): grad}        # id(Tensor) -> d(self)/d(Tensor) . grad, summed so far
+        for t in reversed(toposort(self)):
             g = grads.pop(id(t), None)
-            if g is None:
+            if g is None:               # no gradient reached t (its users returned None)
                 continue
             if t._ctx is None or t._retains_grad:
                 t.grad = np.array(g, copy=True) if t.grad is None else t.grad + g
             ctx = t._ctx
-            if ctx is None:
+            if ctx is None:             # a leaf: nothing further back
                 continue
-            if ctx._freed:
-                raise RuntimeError(_freed_message(ctx.fn_cls.__name__))
-            ctx._check_versions()
-            in_grads = _validate(ctx, ctx.fn_cls.backward(ctx, g))
+            _guards.check_not_freed(ctx)
+            _guards.check_versions(ctx)
+            in_grads = _guards.check_grads(ctx, ctx.fn_cls.backward(ctx, g))
             for inp, gi in zip(ctx.inputs, in_grads):
-                if gi is None or not isinstance(inp, Tensor) or not inp._requires_grad:
-                    continue
-                key = id(inp)
-                prev = grads.get(key)
-                grads[key] = gi if prev is None else prev + gi
+                if gi is not None:      # accumulate: a Tensor used twice gets the sum
+                    prev = grads.get(id(inp))
+                    grads[id(inp)] = gi if prev is None else prev + gi
             if not retain_graph:
                 ctx._free()
 
-    # ------------------------------------------------------- comparisons, conversions, indexing
-    def __lt__(self, other):
-        return Tensor(self._data < plain(other))
+    # ---------------------------------------------------------------- attributes
+    @property
+    def data(self) -> np.ndarray:
+        """The underlying ``np.ndarray`` (shared, not copied)."""
+        return self._data
 
-    def __le__(self, other):
-        return Tensor(self._data <= plain(other))
+    @data.setter
+    def data(self, value: Any) -> None:
+        """Replace ``data``. ``t.data -= lr * g`` (an in-place update of the same array) bumps the
+        version counter, so a backward that saved the old values raises; assigning a new array
+        does not (the saved array is untouched), as in PyTorch."""
+        arr = np.asarray(value.data if isinstance(value, Tensor) else value)
+        if self._requires_grad and arr.dtype.kind != "f":
+            raise TypeError(f"a Tensor that requires grad needs floating data, got {arr.dtype}")
+        if arr is self._data or (arr.size and self._data.size
+                                 and np.may_share_memory(arr, self._data)):
+            self._bump()
+        self._data = arr
 
-    def __gt__(self, other):
-        return Tensor(self._data > plain(other))
-
-    def __ge__(self, other):
-        return Tensor(self._data >= plain(other))
-
-    def __eq__(self, other):
-        return Tensor(self._data == plain(other))
-
-    def __ne__(self, other):
-        return Tensor(self._data != plain(other))
-
-    def __bool__(self) -> bool:
-        if self._data.size != 1:
-            raise ValueError(
-                f"the truth value of a Tensor with {self._data.size} elements is ambiguous; "
-                "use .any() on .data or compare element by element"
-            )
-        return bool(self._data)
-
-    def __float__(self) -> float:
-        return float(self.item())
-
-    def __int__(self) -> int:
-        return int(self.item())
-
-    def __index__(self) -> int:
-        if self._data.size != 1 or self._data.dtype.kind not in "iu":
-            raise TypeError("only integer Tensors with one element can be used as an index")
-        return int(self._data)
-
-    # NumPy interoperation: np.asarray(t) gives t.data; NumPy ufuncs and ndarray operators do not
-    # run on Tensors (they would drop the graph): ``ndarray + Tensor`` calls Tensor.__radd__, and
-    # ``np.exp(t)`` raises a TypeError (use ``t.exp()``).
-    __array_ufunc__ = None
-
-    def __array__(self, dtype=None, copy=None):
-        if dtype is not None and dtype != self._data.dtype:
-            return self._data.astype(dtype)
-        return self._data.copy() if copy else self._data
-
-    def __getitem__(self, index):
-        return _ops.GetItem.apply(self, index=index_arrays(index))
-
-    # ---------------------------------------------------------------- elementwise
-    def pow(self, exponent: float) -> "Tensor":
-        """``self ** exponent`` for a scalar exponent. d/dx = exponent * x**(exponent - 1).
-
-        Raises:
-            TypeError: if ``exponent`` is not a real scalar.
-        """
-        return _ops.Pow.apply(self, exponent=exponent)
-
-    def exp(self) -> "Tensor":
-        """Elementwise e**x."""
-        return _ops.Exp.apply(self)
-
-    def log(self) -> "Tensor":
-        """Elementwise natural logarithm."""
-        return _ops.Log.apply(self)
-
-    def sqrt(self) -> "Tensor":
-        """Elementwise square root."""
-        return _ops.Sqrt.apply(self)
-
-    def tanh(self) -> "Tensor":
-        """Elementwise tanh."""
-        return _ops.Tanh.apply(self)
-
-    def sigmoid(self) -> "Tensor":
-        """Elementwise logistic sigmoid 1 / (1 + e**-x), stable for large |x|."""
-        return _ops.Sigmoid.apply(self)
-
-    def relu(self) -> "Tensor":
-        """Elementwise max(x, 0); gradient 0 at x = 0 (PyTorch's convention)."""
-        return _ops.Relu.apply(self)
-
-    def astype(self, dtype) -> "Tensor":
-        """Cast to ``dtype`` (differentiable between floating dtypes)."""
-        return _ops.Cast.apply(self, dtype=np.dtype(dtype))
-
-    def abs(self) -> "Tensor":
-        """Elementwise |x|; gradient sign(x), 0 at x = 0 and at NaN (``torch.abs``)."""
-        return _ops.Abs.apply(self)
-
-    def clamp(self, min=None, max=None) -> "Tensor":
-        """Elementwise ``min(max(x, min), max)`` (``torch.clamp``): NaN stays NaN; ``min > max``
-        gives ``max``; the gradient is 1 where ``min <= x <= max`` (bounds included), else 0.
-
-        Args:
-            min, max: real scalars or None (no bound); at least one must be given.
-
-        Raises:
-            ValueError: if both bounds are None.
-            TypeError: if a bound is not a real scalar (Tensor bounds are not supported).
-        """
-        if min is None and max is None:
-            raise ValueError("clamp: at least one of 'min' or 'max' must not be None")
-        for name, b in (("min", min), ("max", max)):
-            if b is not None and (isinstance(b, (bool, np.bool_))
-                                  or not isinstance(b, (numbers.Real, np.floating, np.integer))):
-                raise TypeError(f"clamp: {name} must be a real scalar or None, got "
-                                f"{type(b).__name__}")
-        return _ops.Clamp.apply(self, lo=min, hi=max)
-
-    # ---------------------------------------------------------------- reductions
-    # NumPy's keywords (axis, keepdims) and PyTorch's (dim, keepdim) are both accepted.
-    def sum(self, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> "Tensor":
-        """Sum over ``axis``/``dim`` (None, int or tuple; negative allowed), as ``np.sum``."""
-        axis, keepdims = axis_keep("sum", axis, keepdims, dim, keepdim)
-        return _ops.Sum.apply(self, axis=axis, keepdims=keepdims)
-
-    def mean(self, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> "Tensor":
-        """Mean over ``axis``/``dim`` (None, int or tuple; negative allowed), as ``np.mean``."""
-        axis, keepdims = axis_keep("mean", axis, keepdims, dim, keepdim)
-        return _ops.Mean.apply(self, axis=axis, keepdims=keepdims)
-
-    def max(self, axis=None, keepdims: bool = False, *, dim=None, keepdim=None):
-        """Maximum, in NumPy's or PyTorch's call form.
-
-        * ``max()`` or ``max(axis=...)``: the values (``np.max``). NaN propagates. The gradient
-          is split evenly among the tied maxima of each slice; a slice holding NaN sends its
-          whole gradient to its NaN entries (``torch.max``'s full-reduction rule).
-        * ``max(dim=d, keepdim=False)``: PyTorch's ``(values, indices)`` named tuple; the index
-          is the first maximum (a NaN counts as the maximum) and the gradient goes to that entry
-          only, as in ``torch.max(x, dim)``.
-
-        Raises:
-            TypeError: both ``axis`` and ``dim`` (or ``keepdims`` and ``keepdim``) given.
-        """
-        return self._extremum("max", axis, keepdims, dim, keepdim)
-
-    def min(self, axis=None, keepdims: bool = False, *, dim=None, keepdim=None):
-        """Minimum; the mirror image of ``max`` (same call forms and gradient rules)."""
-        return self._extremum("min", axis, keepdims, dim, keepdim)
-
-    def _extremum(self, name, axis, keepdims, dim, keepdim):
-        fn = _ops.Max if name == "max" else _ops.Min
-        if dim is not None:
-            if axis is not None:
-                raise TypeError(f"{name}: got both axis= and dim=; use one")
-            keep = bool(keepdims if keepdim is None else keepdim)
-            d = _ops._norm_axes(dim, self.ndim)
-            if len(d) != 1:
-                raise TypeError(f"{name}(dim=...) takes one int dim, got {dim!r}")
-            arg = np.argmax if name == "max" else np.argmin
-            idx = np.expand_dims(arg(self._data, axis=d[0]), d[0])
-            values = _ops.TakeAlongAxis.apply(self, idx=idx, axis=d[0], keepdim=keep)
-            return MINMAX[name](values, Tensor(idx if keep else np.squeeze(idx, axis=d[0])))
-        axis, keepdims = axis_keep(name, axis, keepdims, None, keepdim)
-        return fn.apply(self, axis=axis, keepdims=keepdims, nan="spread")
-
-    def amax(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> "Tensor":
-        """Maximum over ``dim`` (None: all, int or tuple) (``torch.amax``): the gradient is split
-        evenly among tied maxima; in a slice holding NaN every entry gets a NaN gradient."""
-        dim, keepdim = axis_keep("amax", dim, keepdim, axis, keepdims)
-        return _ops.Max.apply(self, axis=dim, keepdims=keepdim, nan="amax")
-
-    def amin(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> "Tensor":
-        """Minimum over ``dim`` (``torch.amin``); the gradient rules of ``amax``."""
-        dim, keepdim = axis_keep("amin", dim, keepdim, axis, keepdims)
-        return _ops.Min.apply(self, axis=dim, keepdims=keepdim, nan="amax")
-
-    def argmax(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> "Tensor":
-        """Index of the first maximum (a NaN counts as the maximum), as an int64 Tensor
-        (``torch.argmax``); ``dim=None`` indexes the flattened Tensor. Not differentiable."""
-        return self._arg("argmax", np.argmax, dim, keepdim, axis, keepdims)
-
-    def argmin(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> "Tensor":
-        """Index of the first minimum (a NaN counts as the minimum) (``torch.argmin``)."""
-        return self._arg("argmin", np.argmin, dim, keepdim, axis, keepdims)
-
-    def _arg(self, name, fn, dim, keepdim, axis, keepdims):
-        dim, keepdim = axis_keep(name, dim, keepdim, axis, keepdims)
-        if dim is None:
-            r = np.asarray(fn(self._data.reshape(-1)))
-            return Tensor(r.reshape((1,) * self.ndim) if keepdim else r, dtype=np.int64)
-        if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
-            raise TypeError(f"{name}: dim must be an int or None, got {dim!r}")
-        r = fn(self._data, axis=int(dim), keepdims=bool(keepdim))
-        return Tensor(np.asarray(r), dtype=np.int64)
-
-    # ---------------------------------------------------------------- shape
-    def reshape(self, *shape) -> "Tensor":
-        """Reshape, as ``np.reshape``; accepts ``reshape(2, 3)`` or ``reshape((2, 3))``."""
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-            shape = tuple(shape[0])
-        return _ops.Reshape.apply(self, shape=shape)
-
-    def view(self, *shape) -> "Tensor":
-        """``reshape`` under PyTorch's name (``torch.Tensor.view``): ``view(2, 3)``,
-        ``view((2, -1))``. Shares memory when NumPy can reshape without a copy (it copies where
-        PyTorch would raise)."""
-        return self.reshape(*shape)
-
-    def permute(self, *dims) -> "Tensor":
-        """Reorder the axes (``torch.Tensor.permute``): ``permute(2, 0, 1)`` or
-        ``permute((2, 0, 1))``; every axis exactly once.
-
-        Raises:
-            ValueError: if ``dims`` is not a permutation of the axes.
-        """
-        if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
-            dims = tuple(dims[0])
-        if sorted(int(d) % max(self.ndim, 1) for d in dims) != list(range(self.ndim)) \
-                or len(dims) != self.ndim:
-            raise ValueError(f"permute: dims {dims} are not a permutation of {self.ndim} axes")
-        return _ops.Transpose.apply(self, axes=tuple(int(d) for d in dims))
-
-    def unsqueeze(self, dim: int) -> "Tensor":
-        """Insert a size-1 axis at ``dim`` (``torch.Tensor.unsqueeze``; -ndim-1 <= dim <= ndim).
-
-        Raises:
-            IndexError: ``dim`` out of range.
-        """
-        n = self.ndim + 1
-        if not -n <= dim < n:
-            raise IndexError(f"unsqueeze: dim {dim} out of range [{-n}, {n - 1}]")
-        shape = list(self.shape)
-        shape.insert(dim % n, 1)
-        return self.reshape(tuple(shape))
-
-    def squeeze(self, dim=None) -> "Tensor":
-        """Remove size-1 axes (``torch.Tensor.squeeze``): all of them (``dim=None``) or those of
-        ``dim`` (int or tuple); an axis of ``dim`` whose size is not 1 is kept (PyTorch's rule;
-        NumPy would raise).
-
-        Raises:
-            IndexError: a ``dim`` out of range.
-        """
-        if dim is None:
-            axes = {i for i, s in enumerate(self.shape) if s == 1}
-        else:
-            dims = dim if isinstance(dim, (tuple, list)) else (dim,)
-            n = max(self.ndim, 1)
-            for d in dims:
-                if not -n <= d < n:
-                    raise IndexError(f"squeeze: dim {d} out of range [{-n}, {n - 1}]")
-            axes = {d % n for d in dims if self.ndim and self.shape[d % n] == 1}
-        return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
-
-    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> "Tensor":
-        """Merge axes ``start_dim..end_dim`` into one (``torch.Tensor.flatten``); a 0-d Tensor
-        becomes shape (1,).
-
-        Raises:
-            IndexError: a dim out of range; ValueError: start_dim after end_dim.
-        """
-        if self.ndim == 0:
-            return self.reshape(1)
-        n = self.ndim
-        for d in (start_dim, end_dim):
-            if not -n <= d < n:
-                raise IndexError(f"flatten: dim {d} out of range [{-n}, {n - 1}]")
-        s, e = start_dim % n, end_dim % n
-        if s > e:
-            raise ValueError("flatten: start_dim cannot come after end_dim")
-        shape = self.shape[:s] + (int(np.prod(self.shape[s:e + 1])),) + self.shape[e + 1:]
-        return self.reshape(shape)
-
-    def t(self) -> "Tensor":
-        """Transpose a Tensor of at most 2 axes (``torch.Tensor.t``); 0-d and 1-d unchanged.
-
-        Raises:
-            ValueError: for 3 or more axes.
-        """
-        if self.ndim > 2:
-            raise ValueError(f"t() expects a Tensor with <= 2 dimensions, but this one is "
-                             f"{self.ndim}-D; use transpose or permute")
-        return self.transpose()
-
-    def dim(self) -> int:
-        """Number of axes (``torch.Tensor.dim``; NumPy's ``ndim``)."""
-        return self._data.ndim
-
-    def transpose(self, *axes) -> "Tensor":
-        """Permute axes, as ``np.transpose``: no arguments reverse them; a tuple or one int per
-        axis gives the permutation. Two int arguments ``transpose(dim0, dim1)`` swap those two
-        axes, as ``torch.transpose`` (the one NumPy call form this changes is
-        ``transpose(0, 1)`` on a 2-D Tensor, an identity in NumPy, a swap here and in PyTorch).
-        """
-        if len(axes) == 2 and all(isinstance(a, (int, np.integer)) for a in axes) \
-                and self.ndim >= 1:
-            return self.swapaxes(int(axes[0]), int(axes[1]))
-        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
-            axes = tuple(axes[0])
-        return _ops.Transpose.apply(self, axes=axes if axes else None)
+    def _bump(self) -> None:
+        """Increment the version counter: the data changed in place."""
+        self._vc.value += 1
 
     @property
-    def T(self) -> "Tensor":
-        """All axes reversed (``np.ndarray.T``)."""
-        return self.transpose()
+    def requires_grad(self) -> bool:
+        """Whether gradients are computed for this Tensor."""
+        return self._requires_grad
 
-    def swapaxes(self, axis1: int, axis2: int) -> "Tensor":
-        """Swap two axes, as ``np.swapaxes``.
+    @requires_grad.setter
+    def requires_grad(self, flag: bool) -> None:
+        flag = bool(flag)
+        if flag and self._data.dtype.kind != "f":
+            raise TypeError(
+                f"only floating-point Tensors can require gradients, got dtype {self._data.dtype}"
+            )
+        if not flag and self._ctx is not None:
+            raise RuntimeError(
+                "requires_grad cannot be turned off on a non-leaf Tensor; use .detach()"
+            )
+        self._requires_grad = flag
 
-        Raises:
-            IndexError: an axis out of range.
-        """
-        for a in (axis1, axis2):
-            if not -self.ndim <= a < max(self.ndim, 1):
-                raise IndexError(f"swapaxes: axis {a} out of range for a {self.ndim}-D Tensor")
-        perm = list(range(self.ndim))
-        a1, a2 = perm[axis1], perm[axis2]
-        perm[a1], perm[a2] = a2, a1
-        return _ops.Transpose.apply(self, axes=tuple(perm))
+    @property
+    def is_leaf(self) -> bool:
+        """True when the Tensor was not made by a recorded operation."""
+        return self._ctx is None
 
-    def broadcast_to(self, shape) -> "Tensor":
-        """Broadcast to ``shape``, as ``np.broadcast_to``."""
-        return _ops.BroadcastTo.apply(self, shape=tuple(shape))
+    @property
+    def grad_fn(self):
+        """The Function class that made this Tensor, or None for a leaf."""
+        return None if self._ctx is None else self._ctx.fn_cls
 
-    def masked_fill(self, mask, value: float) -> "Tensor":
-        """Where ``mask`` (bool, broadcastable) is True, ``value``; elsewhere ``self``."""
-        return _ops.masked_fill(self, mask, value)
+    def retain_grad(self) -> None:
+        """Keep ``.grad`` on this non-leaf Tensor during backward (``torch.Tensor.retain_grad``)."""
+        self._retains_grad = True
 
-    def split(self, indices_or_sections, axis: int = 0):
-        """Split along ``axis``, as ``np.split``; returns a list of Tensors."""
-        return _ops.split(self, indices_or_sections, axis=axis)
+    def detach(self) -> "Tensor":
+        """A new leaf Tensor sharing ``data`` (and its version counter), outside the graph."""
+        t = Tensor(self._data)
+        t._vc = self._vc
+        return t
 
+    @property
+    def shape(self) -> tuple:
+        """Shape of ``data``."""
+        return self._data.shape
 
-# ----------------------------------------------------------------------------- reverse mode helpers
-def _toposort(root: Tensor) -> list:
-    """Tensors that require grad reachable from ``root``, inputs before outputs (no recursion)."""
+    @property
+    def dtype(self) -> np.dtype:
+        """dtype of ``data``."""
+        return self._data.dtype
+
+def toposort(root: Tensor) -> list:
+    """The Tensors that require grad reachable from ``root``, inputs before outputs.
+
+    A depth-first search with an explicit stack: each Tensor is pushed once to open it (push
+    its inputs) and once more, below them, to close it; it is appended when closed, after all
+    its inputs.
+    """
     order, visited = [], set()
     stack = [(root, False)]
     while stack:
@@ -653,72 +213,130 @@ def _toposort(root: Tensor) -> list:
     return order
 
 
-def _validate(ctx, grads) -> tuple:
-    """Check what a Function's backward returned; return one gradient per input."""
-    name = ctx.fn_cls.__name__
-    n = len(ctx.inputs)
-    if not isinstance(grads, tuple):
-        grads = (grads,)
-    if len(grads) != n:
-        raise RuntimeError(
-            f"{name}.backward returned {len(grads)} gradient(s), expected {n} (one per forward input)"
-        )
-    out = []
-    for i, (inp, g) in enumerate(zip(ctx.inputs, grads)):
-        if g is None or not isinstance(inp, Tensor) or not inp._requires_grad:
-            out.append(None)
-            continue
-        if not isinstance(g, np.ndarray):
-            if isinstance(g, np.generic):
-                g = np.asarray(g)
-            else:
-                raise RuntimeError(
-                    f"{name}.backward returned a {type(g).__name__} for input {i}; expected an "
-                    f"np.ndarray of shape {inp.shape} and dtype {inp.dtype}"
-                )
-        if g.shape != inp.shape:
-            raise RuntimeError(
-                f"{name}.backward returned a gradient of shape {g.shape} for input {i}, "
-                f"expected the input's shape {inp.shape}"
-            )
-        if g.dtype != inp.dtype:
-            raise RuntimeError(
-                f"{name}.backward returned a gradient of dtype {g.dtype} for input {i}, "
-                f"expected the input's dtype {inp.dtype}"
-            )
-        out.append(g)
-    return tuple(out)
+class Context:
+    """What ``forward`` leaves for ``backward`` (``ctx`` in both methods).
 
-
-# ----------------------------------------------------------------------------- operands and arguments
-def _operand(x: Any, like: "Tensor"):
-    """Turn the other side of a binary operator into a Tensor or an array constant."""
-    if isinstance(x, Tensor):
-        return x
-    if isinstance(x, (numbers.Number, np.generic)) and not isinstance(x, np.ndarray):
-        if is_float_dtype(like.dtype):
-            return np.asarray(x, dtype=like.dtype)
-        if isinstance(x, (bool, numbers.Integral)) and np.issubdtype(like.dtype, np.integer):
-            return np.asarray(x, dtype=like.dtype)
-        return np.asarray(x)
-    return np.asarray(x)
-
-
-def _pair(t: "Tensor", other: Any):
-    """Both sides of a binary operator as engine operands.
-
-    A Python scalar takes ``t``'s dtype (float32 stays float32); when an integer or bool side
-    meets a floating side, the integer side is cast to the floating dtype (PyTorch's rule;
-    NumPy would turn int64 with float32 into float64). Integer sides never require grad, so
-    the cast side is a constant.
+    Attributes:
+        needs_input_grad (tuple[bool, ...]): one flag per forward input: whether it is a Tensor
+            that requires grad. A backward may skip computing gradients for False slots.
+        saved_tensors (tuple[np.ndarray, ...]): the arrays given to ``save_for_backward``.
+        Any other attribute may be set freely (``ctx.axis = axis``).
     """
-    o = _operand(other, t)
-    td, od = t.dtype, o.dtype
-    if td.kind == "f" and od.kind in "biu":
-        o = (o.data if isinstance(o, Tensor) else o).astype(td)
-    elif od.kind == "f" and td.kind in "biu":
-        return t.data.astype(od), o
-    return t, o
+
+    def __init__(self, fn_cls: type, needs_input_grad: Tuple[bool, ...]) -> None:
+        self.fn_cls = fn_cls
+        self.needs_input_grad = needs_input_grad
+        self.inputs: Tuple[Any, ...] = ()
+        self._saved: Tuple[np.ndarray, ...] = ()
+        self._saved_versions: list = []     # filled by _guards.track_versions
+        self._freed = False
+
+    def save_for_backward(self, *arrays: np.ndarray) -> None:
+        """Keep ``arrays`` (np.ndarray, NumPy scalar (kept as a 0-d array) or None) for ``backward``.
+
+        Raises:
+            TypeError: if an item is neither an np.ndarray nor None.
+        """
+        out = []
+        for a in arrays:
+            if isinstance(a, np.generic):
+                a = np.asarray(a)  # a ufunc on a 0-d array returns a NumPy scalar
+            elif a is not None and not isinstance(a, np.ndarray):
+                raise TypeError(
+                    f"{self.fn_cls.__name__}: save_for_backward takes np.ndarrays, "
+                    f"got {type(a).__name__}"
+                )
+            out.append(a)
+        self._saved = tuple(out)
+
+    @property
+    def saved_tensors(self) -> Tuple[np.ndarray, ...]:
+        """The arrays saved in forward.
+
+        Raises:
+            RuntimeError: after the graph was freed by a backward without ``retain_graph``.
+        """
+        _guards.check_not_freed(self)
+        return self._saved
+
+    def _free(self) -> None:
+        """Drop the saved arrays and any attribute forward set (backward ran, unless retained)."""
+        for k in [k for k in vars(self) if k not in ("fn_cls", "needs_input_grad", "inputs")]:
+            delattr(self, k)
+        self._saved, self._saved_versions, self._freed = (), [], True
 
 
-from . import ops as _ops  # noqa: E402  (ops needs Tensor defined first)
+class Function:
+    """Base class for a graph node with a hand-written backward (``torch.autograd.Function``).
+
+    A subclass defines two static methods that work on ``np.ndarray``s; ``apply`` wraps and
+    unwraps the Tensors around them::
+
+        class Mul(Function):
+            @staticmethod
+            def forward(ctx, a, b):               # arrays in, one array out
+                ctx.save_for_backward(a, b)
+                return a * b
+
+            @staticmethod
+            def backward(ctx, dout):              # dout has the output's shape and dtype
+                a, b = ctx.saved_tensors
+                return dout * b, dout * a         # one gradient (or None) per forward input
+
+        c = Mul.apply(x, y)                       # x, y: Tensors, arrays or scalars
+
+    * ``forward(ctx, *args, **kwargs) -> np.ndarray``: Tensor arguments arrive as their
+      ``.data`` arrays; arguments that are not Tensors (arrays, scalars, keyword arguments)
+      are passed unchanged and are constants. A NumPy scalar result becomes a 0-d array.
+    * ``backward(ctx, grad_output) -> array | None | tuple``: one gradient per positional
+      forward input (a bare array when there is one input, a tuple otherwise), each of its
+      input's exact shape and dtype, or None (no gradient; a constant's slot is ignored).
+      A backward must not modify ``grad_output`` in place.
+
+    The engine checks what backward returns and raises a RuntimeError naming the Function on
+    a wrong count, shape or dtype (``_guards.check_grads``).
+    """
+
+    @staticmethod
+    def forward(ctx: Context, *args: Any, **kwargs: Any) -> np.ndarray:  # pragma: no cover
+        """Compute the output array from input arrays. Subclasses override it."""
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: np.ndarray):  # pragma: no cover
+        """Map the output's gradient to one gradient per input. Subclasses override it."""
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, *args: Any, **kwargs: Any) -> Tensor:
+        """Run ``forward`` on the inputs and, in grad mode, record the node.
+
+        Args:
+            *args: Tensors (differentiable when they require grad), arrays or other constants.
+            **kwargs: constants passed to ``forward``.
+
+        Returns:
+            Tensor: the output; ``requires_grad`` is True when a node was recorded.
+
+        Raises:
+            TypeError: if ``forward`` returns something that is not array-like.
+        """
+        arrays = [a._data if isinstance(a, Tensor) else a for a in args]
+        needs = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
+        record = any(needs) and is_grad_enabled()
+        ctx = Context(cls, needs)
+        out = cls.forward(ctx, *arrays, **kwargs)
+        if not isinstance(out, np.ndarray):
+            if not isinstance(out, (np.generic, int, float, bool)):
+                raise TypeError(
+                    f"{cls.__name__}.forward must return an np.ndarray, got {type(out).__name__}"
+                )
+            out = np.asarray(out)
+        result = Tensor(out)
+        _guards.share_view_counter(result, args)
+        if record:
+            result._requires_grad = True
+            result._ctx = ctx
+            ctx.inputs = args
+            _guards.track_versions(ctx, result)
+        return result

@@ -257,3 +257,24 @@ def test_assigning_a_new_array_does_not_bump():
     w.data = np.zeros(3)
     loss.backward()  # the saved array is the old one, untouched
     np.testing.assert_allclose(w.grad, 2 * old)
+
+
+def test_the_engine_file_needs_no_operation_and_minigrad_has_no_import_circle():
+    # tensor.py is read alone: it imports only the guards and grad mode; the modules of minigrad
+    # import one another in one direction only (a circle would need a late import to load).
+    import ast
+    import pathlib
+    pkg = pathlib.Path(mg.__file__).parent
+    imports = {}
+    for path in pkg.glob("*.py"):
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                names.update([node.module] if node.module else [a.name for a in node.names])
+        imports[path.stem] = names
+    assert imports["tensor"] == {"_guards", "grad_mode"}
+
+    def reaches(a, b, seen=()):
+        return any(m == b or (m not in seen and reaches(m, b, seen + (m,)))
+                   for m in imports.get(a, ()))
+    assert [m for m in imports if m != "__init__" and reaches(m, m)] == []

@@ -1,0 +1,546 @@
+"""The operators and methods of ``Tensor``: each one a call of a primitive Function of ``ops.py``.
+
+Tensor methods follow NumPy's array API (``sum(axis=None, keepdims=False)``, ``transpose(*axes)``,
+``swapaxes``, ``.T``, indexing), because a Tensor is a NumPy array with a gradient; PyTorch's
+spellings are accepted beside them (``dim=``/``keepdim=``, ``view``, ``permute``, ``unsqueeze``,
+``squeeze``, ``flatten``, ``t``, ``max(dim=)`` -> (values, indices), ``numel``, ``item``).
+A Python scalar operand takes the Tensor's floating dtype. Deliberate differences from
+PyTorch: docs/pytorch.md.
+
+They are written in the class ``TensorMethods`` and copied onto ``Tensor`` by
+``@attach_to_tensor`` when this module is imported (``minigrad/__init__.py`` imports it), so that
+``tensor.py``, the engine, needs nothing of the operations built on it.
+"""
+from __future__ import annotations
+
+import collections
+import numbers
+from typing import Any
+
+import numpy as np
+
+from . import ops
+from .tensor import Tensor
+
+# What every class body defines and a Tensor must not take over; ``__hash__`` too: a class
+# that defines ``__eq__`` gets ``__hash__ = None``, and a Tensor keeps object's hash.
+_CLASS_BOOKKEEPING = {"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__",
+                      "__firstlineno__", "__static_attributes__", "__hash__"}
+
+
+def attach_to_tensor(cls):
+    """Class decorator: copy the methods and properties that ``cls`` defines onto ``Tensor``."""
+    for name, value in vars(cls).items():
+        if name not in _CLASS_BOOKKEEPING:
+            setattr(Tensor, name, value)
+    return cls
+
+
+def plain(x):
+    """``x``'s array when ``x`` is a Tensor, else ``x`` unchanged."""
+    return x.data if isinstance(x, Tensor) else x
+
+
+def index_arrays(index):
+    """Replace Tensors inside an index by their arrays."""
+    if isinstance(index, Tensor):
+        return index.data
+    if isinstance(index, tuple):
+        return tuple(i.data if isinstance(i, Tensor) else i for i in index)
+    if isinstance(index, list):
+        return np.asarray([i.data if isinstance(i, Tensor) else i for i in index])
+    return index
+
+
+def axis_keep(fn, axis, keepdims, dim, keepdim):
+    """Merge NumPy's (axis, keepdims) and PyTorch's (dim, keepdim) spellings of one argument.
+
+    Raises:
+        TypeError: if both ``axis`` and ``dim`` are given.
+    """
+    if dim is not None:
+        if axis is not None:
+            raise TypeError(f"{fn}: got both axis= and dim= (the same argument); use one")
+        axis = dim
+    if keepdim is not None:
+        keepdims = keepdim
+    if isinstance(axis, list):
+        axis = tuple(axis)
+    return axis, bool(keepdims)
+
+
+# The named tuples ``max(dim=...)`` and ``min(dim=...)`` return, as in PyTorch.
+MINMAX = {
+    "max": collections.namedtuple("max", ["values", "indices"]),
+    "min": collections.namedtuple("min", ["values", "indices"]),
+}
+
+# ---------------------------------------------------------------- operands
+def _operand(x: Any, like: "Tensor"):
+    """Turn the other side of a binary operator into a Tensor or an array constant."""
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, (numbers.Number, np.generic)) and not isinstance(x, np.ndarray):
+        if like.dtype.kind == "f":
+            return np.asarray(x, dtype=like.dtype)
+        if isinstance(x, (bool, numbers.Integral)) and np.issubdtype(like.dtype, np.integer):
+            return np.asarray(x, dtype=like.dtype)
+        return np.asarray(x)
+    return np.asarray(x)
+
+
+def _pair(t: "Tensor", other: Any):
+    """Both sides of a binary operator as engine operands.
+
+    A Python scalar takes ``t``'s dtype (float32 stays float32); when an integer or bool side
+    meets a floating side, the integer side is cast to the floating dtype (PyTorch's rule;
+    NumPy would turn int64 with float32 into float64). Integer sides never require grad, so
+    the cast side is a constant.
+    """
+    o = _operand(other, t)
+    td, od = t.dtype, o.dtype
+    if td.kind == "f" and od.kind in "biu":
+        o = (o.data if isinstance(o, Tensor) else o).astype(td)
+    elif od.kind == "f" and td.kind in "biu":
+        return t.data.astype(od), o
+    return t, o
+
+
+@attach_to_tensor
+class TensorMethods:
+    """The operators and methods of ``Tensor`` (copied onto it; not used on its own)."""
+
+    @property
+    def ndim(self) -> int:
+        """Number of axes."""
+        return self._data.ndim
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return self._data.size
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        body = np.array2string(self._data, separator=", ", prefix="Tensor(")
+        extra = f", dtype={self.dtype}"
+        if self._ctx is not None:
+            extra += f", grad_fn={self._ctx.fn_cls.__name__}"
+        elif self._requires_grad:
+            extra += ", requires_grad=True"
+        return f"Tensor({body}{extra})"
+
+    def numel(self) -> int:
+        """Number of elements (PyTorch's name)."""
+        return self._data.size
+
+    def numpy(self) -> np.ndarray:
+        """Return ``data`` (shared memory, like ``torch.Tensor.numpy``)."""
+        return self._data
+
+    def item(self):
+        """Return the single element as a Python number.
+
+        Raises:
+            ValueError: if the Tensor has more than one element.
+        """
+        if self._data.size != 1:
+            raise ValueError(f"item() needs a Tensor with one element, got shape {self.shape}")
+        return self._data.item()
+
+    def tolist(self):
+        """``data.tolist()``."""
+        return self._data.tolist()
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        """Set ``requires_grad`` in place and return self (``torch.Tensor.requires_grad_``).
+
+        Raises:
+            TypeError: asking a non-floating Tensor to require grad.
+            RuntimeError: turning it off on a non-leaf (use ``detach()``).
+        """
+        self.requires_grad = requires_grad
+        return self
+
+    # ---------------------------------------------------------------- operators
+    def __add__(self, other):
+        return ops.Add.apply(*_pair(self, other))
+
+    def __radd__(self, other):
+        return ops.Add.apply(*_pair(self, other)[::-1])
+
+    def __sub__(self, other):
+        return ops.Sub.apply(*_pair(self, other))
+
+    def __rsub__(self, other):
+        return ops.Sub.apply(*_pair(self, other)[::-1])
+
+    def __mul__(self, other):
+        return ops.Mul.apply(*_pair(self, other))
+
+    def __rmul__(self, other):
+        return ops.Mul.apply(*_pair(self, other)[::-1])
+
+    def __truediv__(self, other):
+        return ops.Div.apply(*_pair(self, other))
+
+    def __rtruediv__(self, other):
+        return ops.Div.apply(*_pair(self, other)[::-1])
+
+    def __matmul__(self, other):
+        return ops.MatMul.apply(*_pair(self, other))
+
+    def __rmatmul__(self, other):
+        return ops.MatMul.apply(*_pair(self, other)[::-1])
+
+    def __pow__(self, exponent):
+        return self.pow(exponent)
+
+    def __rpow__(self, base):
+        """``base ** self`` for a positive real scalar base: ``exp(self * log(base))``.
+
+        Raises:
+            TypeError: if ``base`` is not a real scalar.
+            ValueError: if ``base`` <= 0 (the gradient needs log(base)).
+        """
+        if isinstance(base, (bool, np.bool_)) or not isinstance(base, (numbers.Real, np.generic)):
+            raise TypeError(f"base ** Tensor needs a real scalar base, got {type(base).__name__}")
+        if not base > 0:
+            raise ValueError(f"base ** Tensor needs a base > 0 (its gradient uses log(base)), got {base}")
+        return (self * float(np.log(base))).exp()
+
+    def __neg__(self):
+        return ops.Neg.apply(self)
+
+    def __pos__(self):
+        return self
+
+    # ------------------------------------------------------- comparisons, conversions, indexing
+    def __lt__(self, other):
+        return Tensor(self._data < plain(other))
+
+    def __le__(self, other):
+        return Tensor(self._data <= plain(other))
+
+    def __gt__(self, other):
+        return Tensor(self._data > plain(other))
+
+    def __ge__(self, other):
+        return Tensor(self._data >= plain(other))
+
+    def __eq__(self, other):
+        return Tensor(self._data == plain(other))
+
+    def __ne__(self, other):
+        return Tensor(self._data != plain(other))
+
+    def __bool__(self) -> bool:
+        if self._data.size != 1:
+            raise ValueError(
+                f"the truth value of a Tensor with {self._data.size} elements is ambiguous; "
+                "use .any() on .data or compare element by element"
+            )
+        return bool(self._data)
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self._data.size != 1 or self._data.dtype.kind not in "iu":
+            raise TypeError("only integer Tensors with one element can be used as an index")
+        return int(self._data)
+
+    # NumPy interoperation: np.asarray(t) gives t.data; NumPy ufuncs and ndarray operators do not
+    # run on Tensors (they would drop the graph): ``ndarray + Tensor`` calls Tensor.__radd__, and
+    # ``np.exp(t)`` raises a TypeError (use ``t.exp()``).
+    __array_ufunc__ = None
+    __array_priority__ = 1000  # ndarray <op> Tensor defers to Tensor's reflected operator
+
+    def __array__(self, dtype=None, copy=None):
+        if dtype is not None and dtype != self._data.dtype:
+            return self._data.astype(dtype)
+        return self._data.copy() if copy else self._data
+
+    def __getitem__(self, index):
+        return ops.GetItem.apply(self, index=index_arrays(index))
+
+    # ---------------------------------------------------------------- elementwise
+    def pow(self, exponent: float) -> "Tensor":
+        """``self ** exponent`` for a scalar exponent. d/dx = exponent * x**(exponent - 1).
+
+        Raises:
+            TypeError: if ``exponent`` is not a real scalar.
+        """
+        return ops.Pow.apply(self, exponent=exponent)
+
+    def exp(self) -> "Tensor":
+        """Elementwise e**x."""
+        return ops.Exp.apply(self)
+
+    def log(self) -> "Tensor":
+        """Elementwise natural logarithm."""
+        return ops.Log.apply(self)
+
+    def sqrt(self) -> "Tensor":
+        """Elementwise square root."""
+        return ops.Sqrt.apply(self)
+
+    def tanh(self) -> "Tensor":
+        """Elementwise tanh."""
+        return ops.Tanh.apply(self)
+
+    def sigmoid(self) -> "Tensor":
+        """Elementwise logistic sigmoid 1 / (1 + e**-x), stable for large |x|."""
+        return ops.Sigmoid.apply(self)
+
+    def relu(self) -> "Tensor":
+        """Elementwise max(x, 0); gradient 0 at x = 0 (PyTorch's convention)."""
+        return ops.Relu.apply(self)
+
+    def astype(self, dtype) -> "Tensor":
+        """Cast to ``dtype`` (differentiable between floating dtypes)."""
+        return ops.Cast.apply(self, dtype=np.dtype(dtype))
+
+    def abs(self) -> "Tensor":
+        """Elementwise |x|; gradient sign(x), 0 at x = 0 and at NaN (``torch.abs``)."""
+        return ops.Abs.apply(self)
+
+    def clamp(self, min=None, max=None) -> "Tensor":
+        """Elementwise ``min(max(x, min), max)`` (``torch.clamp``): NaN stays NaN; ``min > max``
+        gives ``max``; the gradient is 1 where ``min <= x <= max`` (bounds included), else 0.
+
+        Args:
+            min, max: real scalars or None (no bound); at least one must be given.
+
+        Raises:
+            ValueError: if both bounds are None.
+            TypeError: if a bound is not a real scalar (Tensor bounds are not supported).
+        """
+        if min is None and max is None:
+            raise ValueError("clamp: at least one of 'min' or 'max' must not be None")
+        for name, b in (("min", min), ("max", max)):
+            if b is not None and (isinstance(b, (bool, np.bool_))
+                                  or not isinstance(b, (numbers.Real, np.floating, np.integer))):
+                raise TypeError(f"clamp: {name} must be a real scalar or None, got "
+                                f"{type(b).__name__}")
+        return ops.Clamp.apply(self, lo=min, hi=max)
+
+    # ---------------------------------------------------------------- reductions
+    # NumPy's keywords (axis, keepdims) and PyTorch's (dim, keepdim) are both accepted.
+    def sum(self, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> "Tensor":
+        """Sum over ``axis``/``dim`` (None, int or tuple; negative allowed), as ``np.sum``."""
+        axis, keepdims = axis_keep("sum", axis, keepdims, dim, keepdim)
+        return ops.Sum.apply(self, axis=axis, keepdims=keepdims)
+
+    def mean(self, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> "Tensor":
+        """Mean over ``axis``/``dim`` (None, int or tuple; negative allowed), as ``np.mean``."""
+        axis, keepdims = axis_keep("mean", axis, keepdims, dim, keepdim)
+        return ops.Mean.apply(self, axis=axis, keepdims=keepdims)
+
+    def max(self, axis=None, keepdims: bool = False, *, dim=None, keepdim=None):
+        """Maximum, in NumPy's or PyTorch's call form.
+
+        * ``max()`` or ``max(axis=...)``: the values (``np.max``). NaN propagates. The gradient
+          is split evenly among the tied maxima of each slice; a slice holding NaN sends its
+          whole gradient to its NaN entries (``torch.max``'s full-reduction rule).
+        * ``max(dim=d, keepdim=False)``: PyTorch's ``(values, indices)`` named tuple; the index
+          is the first maximum (a NaN counts as the maximum) and the gradient goes to that entry
+          only, as in ``torch.max(x, dim)``.
+
+        Raises:
+            TypeError: both ``axis`` and ``dim`` (or ``keepdims`` and ``keepdim``) given.
+        """
+        return self._extremum("max", axis, keepdims, dim, keepdim)
+
+    def min(self, axis=None, keepdims: bool = False, *, dim=None, keepdim=None):
+        """Minimum; the mirror image of ``max`` (same call forms and gradient rules)."""
+        return self._extremum("min", axis, keepdims, dim, keepdim)
+
+    def _extremum(self, name, axis, keepdims, dim, keepdim):
+        fn = ops.Max if name == "max" else ops.Min
+        if dim is not None:
+            if axis is not None:
+                raise TypeError(f"{name}: got both axis= and dim=; use one")
+            keep = bool(keepdims if keepdim is None else keepdim)
+            d = ops._norm_axes(dim, self.ndim)
+            if len(d) != 1:
+                raise TypeError(f"{name}(dim=...) takes one int dim, got {dim!r}")
+            arg = np.argmax if name == "max" else np.argmin
+            idx = np.expand_dims(arg(self._data, axis=d[0]), d[0])
+            values = ops.TakeAlongAxis.apply(self, idx=idx, axis=d[0], keepdim=keep)
+            return MINMAX[name](values, Tensor(idx if keep else np.squeeze(idx, axis=d[0])))
+        axis, keepdims = axis_keep(name, axis, keepdims, None, keepdim)
+        return fn.apply(self, axis=axis, keepdims=keepdims, nan="spread")
+
+    def amax(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> "Tensor":
+        """Maximum over ``dim`` (None: all, int or tuple) (``torch.amax``): the gradient is split
+        evenly among tied maxima; in a slice holding NaN every entry gets a NaN gradient."""
+        dim, keepdim = axis_keep("amax", dim, keepdim, axis, keepdims)
+        return ops.Max.apply(self, axis=dim, keepdims=keepdim, nan="amax")
+
+    def amin(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> "Tensor":
+        """Minimum over ``dim`` (``torch.amin``); the gradient rules of ``amax``."""
+        dim, keepdim = axis_keep("amin", dim, keepdim, axis, keepdims)
+        return ops.Min.apply(self, axis=dim, keepdims=keepdim, nan="amax")
+
+    def argmax(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> "Tensor":
+        """Index of the first maximum (a NaN counts as the maximum), as an int64 Tensor
+        (``torch.argmax``); ``dim=None`` indexes the flattened Tensor. Not differentiable."""
+        return self._arg("argmax", np.argmax, dim, keepdim, axis, keepdims)
+
+    def argmin(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> "Tensor":
+        """Index of the first minimum (a NaN counts as the minimum) (``torch.argmin``)."""
+        return self._arg("argmin", np.argmin, dim, keepdim, axis, keepdims)
+
+    def _arg(self, name, fn, dim, keepdim, axis, keepdims):
+        dim, keepdim = axis_keep(name, dim, keepdim, axis, keepdims)
+        if dim is None:
+            r = np.asarray(fn(self._data.reshape(-1)))
+            return Tensor(r.reshape((1,) * self.ndim) if keepdim else r, dtype=np.int64)
+        if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
+            raise TypeError(f"{name}: dim must be an int or None, got {dim!r}")
+        r = fn(self._data, axis=int(dim), keepdims=bool(keepdim))
+        return Tensor(np.asarray(r), dtype=np.int64)
+
+    # ---------------------------------------------------------------- shape
+    def reshape(self, *shape) -> "Tensor":
+        """Reshape, as ``np.reshape``; accepts ``reshape(2, 3)`` or ``reshape((2, 3))``."""
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return ops.Reshape.apply(self, shape=shape)
+
+    def view(self, *shape) -> "Tensor":
+        """``reshape`` under PyTorch's name (``torch.Tensor.view``): ``view(2, 3)``,
+        ``view((2, -1))``. Shares memory when NumPy can reshape without a copy (it copies where
+        PyTorch would raise)."""
+        return self.reshape(*shape)
+
+    def permute(self, *dims) -> "Tensor":
+        """Reorder the axes (``torch.Tensor.permute``): ``permute(2, 0, 1)`` or
+        ``permute((2, 0, 1))``; every axis exactly once.
+
+        Raises:
+            ValueError: if ``dims`` is not a permutation of the axes.
+        """
+        if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+            dims = tuple(dims[0])
+        if sorted(int(d) % max(self.ndim, 1) for d in dims) != list(range(self.ndim)) \
+                or len(dims) != self.ndim:
+            raise ValueError(f"permute: dims {dims} are not a permutation of {self.ndim} axes")
+        return ops.Transpose.apply(self, axes=tuple(int(d) for d in dims))
+
+    def unsqueeze(self, dim: int) -> "Tensor":
+        """Insert a size-1 axis at ``dim`` (``torch.Tensor.unsqueeze``; -ndim-1 <= dim <= ndim).
+
+        Raises:
+            IndexError: ``dim`` out of range.
+        """
+        n = self.ndim + 1
+        if not -n <= dim < n:
+            raise IndexError(f"unsqueeze: dim {dim} out of range [{-n}, {n - 1}]")
+        shape = list(self.shape)
+        shape.insert(dim % n, 1)
+        return self.reshape(tuple(shape))
+
+    def squeeze(self, dim=None) -> "Tensor":
+        """Remove size-1 axes (``torch.Tensor.squeeze``): all of them (``dim=None``) or those of
+        ``dim`` (int or tuple); an axis of ``dim`` whose size is not 1 is kept (PyTorch's rule;
+        NumPy would raise).
+
+        Raises:
+            IndexError: a ``dim`` out of range.
+        """
+        if dim is None:
+            axes = {i for i, s in enumerate(self.shape) if s == 1}
+        else:
+            dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+            n = max(self.ndim, 1)
+            for d in dims:
+                if not -n <= d < n:
+                    raise IndexError(f"squeeze: dim {d} out of range [{-n}, {n - 1}]")
+            axes = {d % n for d in dims if self.ndim and self.shape[d % n] == 1}
+        return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> "Tensor":
+        """Merge axes ``start_dim..end_dim`` into one (``torch.Tensor.flatten``); a 0-d Tensor
+        becomes shape (1,).
+
+        Raises:
+            IndexError: a dim out of range; ValueError: start_dim after end_dim.
+        """
+        if self.ndim == 0:
+            return self.reshape(1)
+        n = self.ndim
+        for d in (start_dim, end_dim):
+            if not -n <= d < n:
+                raise IndexError(f"flatten: dim {d} out of range [{-n}, {n - 1}]")
+        s, e = start_dim % n, end_dim % n
+        if s > e:
+            raise ValueError("flatten: start_dim cannot come after end_dim")
+        shape = self.shape[:s] + (int(np.prod(self.shape[s:e + 1])),) + self.shape[e + 1:]
+        return self.reshape(shape)
+
+    def t(self) -> "Tensor":
+        """Transpose a Tensor of at most 2 axes (``torch.Tensor.t``); 0-d and 1-d unchanged.
+
+        Raises:
+            ValueError: for 3 or more axes.
+        """
+        if self.ndim > 2:
+            raise ValueError(f"t() expects a Tensor with <= 2 dimensions, but this one is "
+                             f"{self.ndim}-D; use transpose or permute")
+        return self.transpose()
+
+    def dim(self) -> int:
+        """Number of axes (``torch.Tensor.dim``; NumPy's ``ndim``)."""
+        return self._data.ndim
+
+    def transpose(self, *axes) -> "Tensor":
+        """Permute axes, as ``np.transpose``: no arguments reverse them; a tuple or one int per
+        axis gives the permutation. Two int arguments ``transpose(dim0, dim1)`` swap those two
+        axes, as ``torch.transpose`` (the one NumPy call form this changes is
+        ``transpose(0, 1)`` on a 2-D Tensor, an identity in NumPy, a swap here and in PyTorch).
+        """
+        if len(axes) == 2 and all(isinstance(a, (int, np.integer)) for a in axes) \
+                and self.ndim >= 1:
+            return self.swapaxes(int(axes[0]), int(axes[1]))
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = tuple(axes[0])
+        return ops.Transpose.apply(self, axes=axes if axes else None)
+
+    @property
+    def T(self) -> "Tensor":
+        """All axes reversed (``np.ndarray.T``)."""
+        return self.transpose()
+
+    def swapaxes(self, axis1: int, axis2: int) -> "Tensor":
+        """Swap two axes, as ``np.swapaxes``.
+
+        Raises:
+            IndexError: an axis out of range.
+        """
+        for a in (axis1, axis2):
+            if not -self.ndim <= a < max(self.ndim, 1):
+                raise IndexError(f"swapaxes: axis {a} out of range for a {self.ndim}-D Tensor")
+        perm = list(range(self.ndim))
+        a1, a2 = perm[axis1], perm[axis2]
+        perm[a1], perm[a2] = a2, a1
+        return ops.Transpose.apply(self, axes=tuple(perm))
+
+    def broadcast_to(self, shape) -> "Tensor":
+        """Broadcast to ``shape``, as ``np.broadcast_to``."""
+        return ops.BroadcastTo.apply(self, shape=tuple(shape))
+
+    def masked_fill(self, mask, value: float) -> "Tensor":
+        """Where ``mask`` (bool, broadcastable) is True, ``value``; elsewhere ``self``."""
+        return ops.masked_fill(self, mask, value)
+
+    def split(self, indices_or_sections, axis: int = 0):
+        """Split along ``axis``, as ``np.split``; returns a list of Tensors."""
+        return ops.split(self, indices_or_sections, axis=axis)
+
