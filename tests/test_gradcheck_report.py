@@ -73,7 +73,7 @@ def test_exit_0_lists_every_op_and_layer(slow_run):
 
 
 def test_every_row_within_tolerance():
-    for row in gr.run(seed=0):
+    for row in gr.run_cases(seed=0):
         assert row["passed"], row["report"].message
         assert row["max_abs_err"] < 1e-6, row["name"]
         assert row["report"].mode == "slow"
@@ -95,7 +95,7 @@ def test_exit_1_when_an_op_fails(monkeypatch, capsys):
 
     cases = gr.ALL_CASES[:2] + (gr.OpCase("softmax (wrong)", "layer", wrong_softmax),)
     monkeypatch.setattr(gr, "ALL_CASES", cases)
-    assert gr.main([]) == 1
+    assert gr.run([]) == 1
     out = capsys.readouterr().out
     header, body, lines = _table(out)
     result_col = header.index("result")
