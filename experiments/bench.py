@@ -30,6 +30,7 @@ from gpt.data import BUILTIN_CORPUS_PATH, CharTokenizer, get_batch, load_corpus
 from minigrad.optim import AdamW, clip_grad_norm_
 
 from experiments import cli
+from experiments.gradcheck_report import json_arg
 
 PROG = "python -m experiments.bench"
 SIZES = {"tiny": (64, 2, 32, 32), "small": (128, 4, 64, 32), "medium": (256, 6, 128, 16)}
@@ -332,14 +333,12 @@ def run(argv=None) -> int:
                    help="skip the peak-memory measurement (two fresh processes per row)")
     p.add_argument("--seed", type=cli.nonnegative_int, default=0,
                    help="seed of the weights and batches")
-    p.add_argument("--json", type=cli.path_arg, default=None, metavar="PATH",
+    p.add_argument("--json", type=json_arg, default=None, metavar="PATH",
                    help="also write every figure as JSON to PATH (default: none)")
     cli.add_threads_option(p)
     args = p.parse_args(argv)
     if args.reference is not None and not (args.reference / BUILD_PY).is_file():
         raise cli.UsageError(f"--reference: no {BUILD_PY} in {args.reference}")
-    if args.json is not None and not args.json.parent.is_dir():
-        raise cli.UsageError(f"--json: directory {args.json.parent} does not exist")
 
     ref_folder = None if args.no_reference else args.reference or find_reference()
     ref = None

@@ -1,23 +1,15 @@
 """Break the hand-derived backward passes on purpose, and watch the gradient check catch them.
 
-    python -m experiments.break_backward
     python -m experiments.break_backward --seed 3 --json break.json
 
-Each layer is gradient-checked with its real backward (``layers/<name>.py``) and with each
-deliberately wrong backward of ``experiments/_broken.py``, which drops or changes exactly ONE
-term and reuses the layer's real forward and cache: LayerNorm without the mean term, without the
-xhat (variance) term, and forgetting eps (on near-constant rows, the only rows where eps
-matters); RMSNorm without its projection term; GELU dropping the tanh' term; SiLU treating the
-sigmoid as a constant; ReLU² forgetting its 2; SwiGLU dropping silu'; RoPE rotating the wrong
-way; softmax without the subtracted sum; attention missing the 1/sqrt(hs) in dq; cross-entropy
-forgetting the 1/N of the mean; linear with a transposed weight gradient (square weight, so the
-shape check cannot help); embedding overwriting instead of accumulating repeated indices.
-
-Everything is float64 with random (non-unit) weights, the checker's random Gaussian upstream
-gradient and small shapes (``gradcheck_report``'s settings, slow mode); deterministic for a seed.
-One row per check: layer, variant, verdict, max abs and rel error, and where the worst entry is:
-PASS (a right backward passes), WRONGLY FAILED (it fails), CAUGHT (a wrong one fails), MISSED (a
-wrong one passes). Exit status 0 when every right one passes and every wrong one is caught, else 1.
+Each layer is gradient-checked with its real backward (``layers/<name>.py``) and with each wrong
+one of ``experiments/_broken.py``, which drops or changes exactly ONE term and keeps the real
+forward and cache (LayerNorm's eps is forgotten on near-constant rows, the only rows where it
+matters; linear's transposed dweight on a square weight, so no shape check helps). Float64,
+random non-unit weights, a random upstream gradient, ``gradcheck_report``'s settings in slow
+mode; deterministic for a seed. A row: layer, variant, verdict, max abs and rel error, where the
+worst entry is. PASS: a right backward passes; WRONGLY FAILED: it fails; CAUGHT: a wrong one
+fails; MISSED: a wrong one passes. Exit status 0 when all are PASS or CAUGHT, else 1.
 """
 from dataclasses import dataclass
 from typing import Callable, Optional, Tuple

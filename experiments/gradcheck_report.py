@@ -1,19 +1,13 @@
 """Gradient-check every primitive op of ``minigrad`` and every layer of ``layers``, as a table.
 
-    python -m experiments.gradcheck_report              # slow mode: full Jacobians
-    python -m experiments.gradcheck_report --fast       # fast mode: directional products
-    python -m experiments.gradcheck_report --seed 3 --json report.json
+    python -m experiments.gradcheck_report --fast --seed 3 --json report.json
 
-For each op (add, ..., broadcast_to) and each layer (layer_norm, ..., embedding) it runs
-``minigrad.gradcheck_report`` in float64 on small random inputs (random non-unit weights, the
-checker's random Gaussian upstream gradient, test points away from kinks) and prints one row:
-op, input shapes, mode, max absolute error, max relative error, PASS/FAIL and seconds, then a
-summary; the failure messages follow the table. Errors are ``minigrad.gradcheck``'s: ``abs err =
-|analytical - numerical|``, ``rel err = abs err / max(|numerical|, atol)``, maximised over every
-compared entry; an entry passes when ``abs err <= ATOL + RTOL * |numerical|``. Exit status 1
-when a check fails.
-
-The settings, the input builders and the table are shared with ``experiments.break_backward``.
+Each op and layer is checked by ``minigrad.gradcheck_report`` in float64 on small random inputs
+(non-unit weights, a random Gaussian upstream gradient, points away from kinks), in slow mode
+(full Jacobians) or ``--fast`` (directional products): one row of input shapes, max ``|analytical
+- numerical|``, max relative error (over ``max(|numerical|, atol)``), PASS/FAIL and seconds, then
+a summary and the failure messages. Exit status 1 when a check fails. The settings, input
+builders and table are shared with ``experiments.break_backward``.
 """
 import argparse
 import math

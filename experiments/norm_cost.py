@@ -256,6 +256,10 @@ def run(argv=None) -> int:
     p.add_argument("--output-dir", type=cli.path_arg, default=Path("outputs") / "norm_cost",
                    metavar="DIR", help="where to write run_log.txt and results.json")
     args = p.parse_args(argv)
+    out = cli.check_output_dir(args.output_dir)
+    for name in ("run_log.txt", "results.json"):   # a FIFO or a device there is not ours to replace
+        if os.path.lexists(out / name) and not (out / name).is_file():
+            raise cli.UsageError(f"{out / name} is not a regular file")
 
     shapes = []
     for name in (["tiny"] if args.tiny else SHAPES):
@@ -282,11 +286,11 @@ def run(argv=None) -> int:
                   "verdict": verdict(shapes)},
     }
     lines = report_lines(results)
-    cli.write_outputs(args.output_dir, {
+    cli.write_outputs(out, {
         "run_log.txt": "\n".join(lines) + "\n",
         "results.json": json.dumps(results, indent=1, allow_nan=False) + "\n"})
     print("\n".join(lines))
-    print(f"\nOutputs written to {args.output_dir.resolve()}")
+    print(f"\nOutputs written to {out.resolve()}")
     return cli.EXIT_OK
 
 

@@ -167,7 +167,7 @@ def test_output_dir_that_is_a_file_writes_nothing(tmp_path):
                            "--output-dir", str(f / "sub")], env=env, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 2
-    assert len(proc.stderr.strip().splitlines()) == 1 and "not a directory" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "not a directory" in proc.stderr.lower()
     assert "Traceback" not in proc.stderr and proc.stdout == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
 
