@@ -310,23 +310,23 @@ def _choices(allowed, what: str):
 def run(argv=None) -> int:
     p = cli.ArgumentParser(prog=PROG, description="Time a GPT training step: minigrad, the "
                            "chapter's PyTorch models and the matrix products alone, side by side.")
-    p.add_argument("--sizes", type=_choices(SIZES, "size"), default=list(SIZES), metavar="LIST",
+    p.add_argument("--sizes", type=_choices(SIZES, "size"), default=",".join(SIZES), metavar="LIST",
                    help=f"comma-separated, of {', '.join(SIZES)}")
-    p.add_argument("--variants", type=_choices(VARIANTS, "variant"), default=VARIANTS,
+    p.add_argument("--variants", type=_choices(VARIANTS, "variant"), default=",".join(VARIANTS),
                    metavar="LIST", help=f"comma-separated, of {', '.join(VARIANTS)}")
     p.add_argument("--repeats", type=cli.positive_int, default=5, metavar="N",
                    help="timed repeats, each of --steps steps of ours, the reference and the floor")
-    p.add_argument("--steps", type=cli.bounded_int(1, MAX_STEPS), default=10, metavar="N",
-                   help=f"steps per repeat, at most {MAX_STEPS:,}")
+    p.add_argument("--steps", type=cli.bounded_int(1, MAX_STEPS, "steps"), default=10,
+                   metavar="N", help=f"steps per repeat, at most {MAX_STEPS:,}")
     p.add_argument("--warmup", type=cli.positive_int, default=3, metavar="N",
                    help="untimed steps before the first repeat")
-    p.add_argument("--data", type=_choices(["corpus", "random"], "data"), default=["corpus"],
+    p.add_argument("--data", type=_choices(["corpus", "random"], "data"), default="corpus",
                    metavar="LIST", help="batches: corpus (windows of the built-in corpus), random "
                    "(uniformly random token ids as inputs and targets), or corpus,random")
     ref_group = p.add_mutually_exclusive_group()
     ref_group.add_argument("--reference", type=cli.path_arg, default=None, metavar="DIR",
-                           help="folder of the chapter's PyTorch build.py (default: "
-                                "shared/reference/torch_seed beside the checkout)")
+                           help="folder of the chapter's PyTorch build.py; None: "
+                                "shared/reference/torch_seed beside the checkout")
     ref_group.add_argument("--no-reference", action="store_true",
                            help="skip the PyTorch reference")
     p.add_argument("--no-memory", action="store_true",
@@ -334,7 +334,7 @@ def run(argv=None) -> int:
     p.add_argument("--seed", type=cli.nonnegative_int, default=0,
                    help="seed of the weights and batches")
     p.add_argument("--json", type=json_arg, default=None, metavar="PATH",
-                   help="also write every figure as JSON to PATH (default: none)")
+                   help="also write every figure as JSON to PATH")
     cli.add_threads_option(p)
     args = p.parse_args(argv)
     if args.reference is not None and not (args.reference / BUILD_PY).is_file():

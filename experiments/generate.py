@@ -10,6 +10,7 @@ prompt followed by the new characters.
         --prompt "It is a truth" --max-new-tokens 200 --temperature 0.8 --top-k 10 --seed 1
 """
 import os
+from argparse import SUPPRESS
 
 import numpy as np
 
@@ -33,17 +34,19 @@ def _memory_needed(config) -> int:
 
 def run(argv=None) -> int:
     p = cli.ArgumentParser(prog=PROG, description="Generate text from a minigrad-gpt checkpoint.")
-    p.add_argument("--checkpoint", required=True, type=cli.path_arg, metavar="PATH",
+    p.add_argument("--checkpoint", required=True, type=cli.path_arg, default=SUPPRESS,
+                   metavar="PATH",
                    help="a .npz written by gpt.save_checkpoint (e.g. four_variants "
                         "--save-checkpoints) (required)")
-    p.add_argument("--prompt", required=True, metavar="TEXT",
+    p.add_argument("--prompt", required=True, default=SUPPRESS, metavar="TEXT",
                    help="the text to continue, every character in the vocabulary (required)")
-    p.add_argument("--max-new-tokens", type=cli.bounded_int(0, MAX_NEW_TOKENS), default=200,
-                   metavar="N", help=f"characters to generate, at most {MAX_NEW_TOKENS:,}")
+    p.add_argument("--max-new-tokens", type=cli.bounded_int(0, MAX_NEW_TOKENS, "characters"),
+                   default=200, metavar="N",
+                   help=f"characters to generate, at most {MAX_NEW_TOKENS:,}")
     p.add_argument("--temperature", type=cli.nonnegative_float, default=1.0, metavar="T",
                    help="softmax temperature, >= 0; 0 is greedy")
     p.add_argument("--top-k", type=cli.positive_int, default=None, metavar="K",
-                   help="sample only among the K most likely characters (default: all)")
+                   help="sample only among the K most likely characters; None: all")
     p.add_argument("--seed", type=cli.nonnegative_int, default=0, metavar="S",
                    help="seed of the sampling generator")
     args = p.parse_args(argv)

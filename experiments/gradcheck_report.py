@@ -93,7 +93,7 @@ def parse_args(prog: str, description: str, argv, fast: bool = False):
     p.add_argument("--seed", type=cli.nonnegative_int, default=0, metavar="N",
                    help="seed of the inputs and upstream gradients")
     p.add_argument("--json", type=json_arg, default=None, metavar="PATH",
-                   help="also write the rows as JSON to PATH (default: no JSON file)")
+                   help="also write the rows as JSON to PATH")
     return p.parse_args(argv)
 
 

@@ -248,8 +248,8 @@ def run(argv=None) -> int:
                            "tests the chapter's '~half the FLOPs'.")
     p.add_argument("--tiny", action="store_true",
                    help="only the tiny model's activation shape (32, 32, 64)")
-    p.add_argument("--repeats", type=cli.bounded_int(1, MAX_REPEATS), default=15, metavar="N",
-                   help=f"timed samples per measurement, at most {MAX_REPEATS}")
+    p.add_argument("--repeats", type=cli.bounded_int(1, MAX_REPEATS, "repeats"), default=15,
+                   metavar="N", help=f"timed samples per measurement, at most {MAX_REPEATS}")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                    help="dtype of the activations (float32 is the model's)")
     p.add_argument("--seed", type=cli.nonnegative_int, default=0, help="seed of the random inputs")
