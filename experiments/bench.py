@@ -149,37 +149,21 @@ class Trainer:
                     step=t4 - t0)
 
 
-def _rss_mib() -> float:
-    """Peak resident MiB of this process: ``VmHWM`` where /proc has it (Linux carries
-    ``ru_maxrss`` over fork and exec), else ``resource.getrusage``."""
-    try:
-        with open("/proc/self/status") as f:
-            return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:")) / 1024.0
-    except (OSError, StopIteration):
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
-
-
-def _peak_rss_child(impl: str, config: dict, batches: list, ref_folder):
-    """In a fresh process: (resident MiB after imports, peak resident MiB after the steps)."""
+def _peak_rss_mib(impl: str, config: dict, batches: list, ref_folder) -> float:
+    """Run in a fresh process: the peak resident MiB after a few steps of ``impl`` ("ours" or
+    "reference"): ``VmHWM`` where /proc has it (Linux carries ``ru_maxrss`` over fork and exec),
+    else ``resource.getrusage``."""
+    config = GPTConfig.from_dict(config)
+    trainer = (Trainer(GPT(config, seed=0)) if impl == "ours" else
+               Trainer(torch_model(load_reference(ref_folder), config), sys.modules["torch"]))
     with np.errstate(all="ignore"):
-        config = GPTConfig.from_dict(config)
-        if impl == "ours":
-            base = _rss_mib()
-            trainer = Trainer(GPT(config, seed=0))
-        else:
-            ref = load_reference(ref_folder)
-            base = _rss_mib()
-            trainer = Trainer(torch_model(ref, config), sys.modules["torch"])
         for b in batches:
             trainer.step(b)
-    return base, _rss_mib()
-
-
-def peak_memory(impl: str, config: GPTConfig, batches: list, ref_folder):
-    """``_peak_rss_child`` in a new interpreter (spawn), so that nothing this process allocated
-    counts; returns (after-imports MiB, peak MiB)."""
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
-        return pool.apply(_peak_rss_child, (impl, config.to_dict(), batches, ref_folder))
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:")) / 1024.0  # kB
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
 
 
 # ----------------------------------------------------------------------------- one row
@@ -228,34 +212,31 @@ def measure(size_name: str, variant: str, args, data, vocab_size, ref, ref_folde
             times = [job.step(b) for b in batches[lo:lo + args.steps]]
             per[key].append({k: 1e3 * float(np.median([t[k] for t in times])) for k in times[0]})
 
+    def phases(reps):   # each phase: the median [min-max] over repeats
+        return {k: _summary([r[k] for r in reps]) for k in reps[0]}
+
+    def over(a, b):     # the per-repeat step-time ratio a / b: median [min-max]
+        return _summary([x["step"] / y["step"] for x, y in zip(per[a], per[b])])
+
     rows = []
     for kind in args.data:
+        names = [n for n in ("ours", "reference") if (kind, n) in per]
         row = dict(size=size_name, variant=variant, data=kind, config=config.to_dict(),
-                   batch_size=B, floor_gflop=floor.gflop,
-                   floor={k: _summary([r[k] for r in per["floor"]]) for k in per["floor"][0]})
-        steps = {}
-        for name in ("ours", "reference"):
-            if (kind, name) in per:
-                reps = per[kind, name]
-                row[name] = {k: _summary([r[k] for r in reps]) for k in reps[0]}
-                steps[name] = [r["step"] for r in reps]
-        ratios = row["ratios"] = {"ours_over_floor": _summary(
-            [o / f["step"] for o, f in zip(steps["ours"], per["floor"])])}
+                   batch_size=B, floor_gflop=floor.gflop, floor=phases(per["floor"]),
+                   **{n: phases(per[kind, n]) for n in names})
+        ratios = row["ratios"] = {"ours_over_floor": over((kind, "ours"), "floor")}
         if ref is not None:
-            ratios["ours_over_reference"] = _summary(
-                [o / r for o, r in zip(steps["ours"], steps["reference"])])
-            row["first_loss"] = {"ours": first_loss[kind, "ours"],
-                                 "reference": first_loss[kind, "reference"]}
+            ratios["ours_over_reference"] = over((kind, "ours"), (kind, "reference"))
+            row["first_loss"] = {n: first_loss[kind, n] for n in names}
         if kind == "random" and "corpus" in args.data:
-            for name in steps:
-                ratios[f"{name}_random_over_corpus"] = _summary(
-                    [r["step"] / c["step"] for r, c in zip(per[kind, name], per["corpus", name])])
+            for n in names:
+                ratios[f"{n}_random_over_corpus"] = over((kind, n), ("corpus", n))
         if not args.no_memory:
-            for name in ("ours", "reference"):
-                if name in row:
-                    base, peak = peak_memory(name, config, jobs[kind, "ours"][1][:MEMORY_STEPS],
-                                             ref_folder)
-                    row[name].update(peak_rss_mib=round(peak, 1), after_imports_mib=round(base, 1))
+            for name in names:
+                batches = jobs[kind, "ours"][1][:MEMORY_STEPS]
+                with multiprocessing.get_context("spawn").Pool(1) as pool:  # nothing of ours counts
+                    peak = pool.apply(_peak_rss_mib, (name, config.to_dict(), batches, ref_folder))
+                row[name]["peak_rss_mib"] = round(peak, 1)
             if ref is not None:
                 ratios["peak_rss_ours_over_reference"] = \
                     row["ours"]["peak_rss_mib"] / row["reference"]["peak_rss_mib"]
@@ -348,14 +329,16 @@ def run(argv=None) -> int:
     elif ref_folder is not None:
         try:
             ref = load_reference(ref_folder)
-            sys.modules["torch"].set_num_threads(args.threads)
         except ImportError:
             print("PyTorch reference: torch is not installed; timing ours and the floor only")
             ref_folder = None
     threads = {k: os.environ.get(k) for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
                                               "OPENBLAS_CORETYPE")}
     if ref is not None:
-        threads["torch"] = str(sys.modules["torch"].get_num_threads())
+        torch = sys.modules["torch"]
+        if threads["OPENBLAS_NUM_THREADS"]:   # torch on as many threads as NumPy's BLAS
+            torch.set_num_threads(int(threads["OPENBLAS_NUM_THREADS"]))
+        threads["torch"] = str(torch.get_num_threads())
     text = load_corpus()
     tok = CharTokenizer(text)
     data = tok.encode(text)

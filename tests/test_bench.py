@@ -43,7 +43,7 @@ def test_json_record_at_a_minimal_size(tmp_path):
         s = row["ours"][phase]
         assert 0 < s["min"] <= s["median"] <= s["max"]
     assert 0 < row["floor"]["step"]["median"]
-    assert row["ours"]["peak_rss_mib"] >= row["ours"]["after_imports_mib"] > 0
+    assert row["ours"]["peak_rss_mib"] > 0
     assert "reference" not in row and "ours_over_reference" not in row["ratios"]
     assert row["ratios"]["ours_over_floor"]["median"] > 0
     assert "rms+swiglu" in r.stdout and "ours/floor" in r.stdout
