@@ -69,7 +69,8 @@ def time_paired(fns: dict, repeats: int, min_sample: float = MIN_SAMPLE_SECONDS)
         (None where ``resource`` is missing)}.
     """
     names = list(fns)
-    per_call = {n: [_sample(fns[n], 1) for _ in range(WARMUP_CALLS)][-1] for n in names}
+    per_call = {n: [_sample(fns[n], 1) for _ in range(WARMUP_CALLS)][-1]   # warm-up: the last
+                for n in names}                                            # call's time counts
     number = max(1, math.ceil(min_sample / max(max(per_call.values()), 1e-9)))
     samples, faults = {n: [] for n in names}, {n: 0 for n in names}
     gc_was_on = gc.isenabled()
@@ -110,11 +111,9 @@ def measure_shape(name: str, shape, dtype: str, repeats: int, seed: int) -> dict
             res[norm].update(number=timed[norm]["number"],
                              time_s=summarize(timed[norm]["samples"]),
                              minor_faults_per_call=timed[norm]["minor_faults_per_call"])
-        pair = np.asarray(timed["rms"]["samples"]) / np.asarray(timed["ln"]["samples"])
-        p25, med, p75 = np.percentile(pair, [25, 50, 75])
+        pair = summarize(np.asarray(timed["rms"]["samples"]) / timed["ln"]["samples"])
         r = {k: res["rms"][k] / res["ln"][k] for k in ("flops", "bytes_unfused", "bytes_fused_min")}
-        r.update(time_median=float(med), time_p25=float(p25), time_p75=float(p75),
-                 time_min=float(pair.min()), time_max=float(pair.max()))
+        r.update({f"time_{k}": pair[k] for k in ("median", "p25", "p75", "min", "max")})
         r["time_implausible"] = implausible(r)
         res["ratio_rms_over_ln"] = r
         entry["passes"][pass_] = res
