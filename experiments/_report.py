@@ -17,6 +17,8 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
+from gpt.data import eval_windows
+
 from experiments import _stats
 
 __all__ = ["Report", "run_line", "table_header", "table_rows", "differences_block",
@@ -42,7 +44,6 @@ class Report:
         self.uniform_baseline = math.log(plan.vocab_size)
         self.summaries = {v.name: self.summary(v.name) for v in self.study.variants}
         self.files: List[str] = []    # the files this run writes (results.json's manifest)
-        self.removed: List[str] = []  # files of the study's names left by an earlier run
 
     def runs_of(self, name: str) -> List[Dict[str, Any]]:
         """The runs of variant ``name``, in seed order."""
@@ -66,7 +67,7 @@ class Report:
         v = next(x for x in self.study.variants if x.name == name)
         ok = [e for e in runs if e["status"] == "ok"]
         out = {"name": name, **v.labels, "note": v.note, "overrides": dict(v.overrides),
-               "modify": None if v.modify is None else v.modify.__name__,
+               "modify": v.modify and v.modify.__name__,
                "params": runs[0]["params"], "seeds": [e["seed"] for e in runs],
                "seeds_ok": [e["seed"] for e in ok],
                "diverged": [{"seed": e["seed"], **e["diverged_at"]} for e in runs
@@ -90,9 +91,10 @@ def _f(x: Optional[float], spec: str = ".4f") -> str:
     return format(x, ".4g") if abs(x) >= 1e4 else format(x, spec)  # a blown-up loss stays short
 
 
-def run_line(study, variant, e: Dict[str, Any], n_seeds: int) -> str:
-    """The line printed as a run finishes: ``  ln    + gelu      params=105216  train=..  val=..``."""
-    line = f"  {study.label_of_run(variant)}  params={e['params']:>6d}  "
+def run_line(study, e: Dict[str, Any], n_seeds: int) -> str:
+    """The line printed as a run finishes: ``  ln      gelu        params=105216  train=..``."""
+    variant = next(v for v in study.variants if v.name == e["name"])
+    line = f"  {_labels(study, variant)}  params={e['params']:>6d}  "
     if e["status"] != "ok":
         line += f"diverged: {e['message']}"
     else:
@@ -308,8 +310,6 @@ def _sha256(text: str, chunk: int = 1 << 20) -> str:
 
 def results_dict(report: Report) -> Dict[str, Any]:
     """The results.json document (see ``results_json``)."""
-    from experiments._runner import CLIP, TRAIN_FRACTION, WEIGHT_DECAY
-    from gpt.data import eval_windows
 
     plan, args, study = report.plan, report.plan.args, report.study
     varied = {k for v in study.variants for k in v.overrides}
@@ -325,14 +325,13 @@ def results_dict(report: Report) -> Dict[str, Any]:
         "experiment": study.name,
         "run_id": getattr(plan, "run_id", None),
         "files": list(report.files),
-        "removed_from_an_earlier_run": list(report.removed),
         "status": "diverged" if report.any_diverged else "ok",
         "config": {
             "steps": plan.steps, "seed": report.seeds[0], "seeds": report.seeds,
             "batch_size": args.batch_size, "eval_every": args.eval_every,
             "optimizer": {"name": "AdamW", "lr": args.lr, "betas": [0.9, 0.999], "eps": 1e-8,
-                          "weight_decay": WEIGHT_DECAY},
-            "clip_grad_norm": CLIP,
+                          "weight_decay": plan.weight_decay},
+            "clip_grad_norm": plan.clip,
             "model": model_cfg,
             "baseline": study.baseline.name,
             "variants": [v.name for v in study.variants],
@@ -343,7 +342,7 @@ def results_dict(report: Report) -> Dict[str, Any]:
                         else Path(args.corpus).name,
                 "sha256": _sha256(plan.text),
                 "characters": len(plan.text), "vocab_size": plan.vocab_size,
-                "train_fraction": TRAIN_FRACTION,
+                "train_fraction": plan.train_fraction,
                 "train_tokens": int(len(plan.train_data)), "val_tokens": int(len(plan.val_data)),
             },
             "evaluation": {

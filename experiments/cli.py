@@ -150,7 +150,8 @@ def main(prog, run, argv=None):
       written, a full disk): ``<prog>: error: <message>``, one line on stderr, status 2.
     - Ctrl-C (``KeyboardInterrupt``) at any stage of ``run``: ``<prog>: interrupted``, one line
       on stderr, status 130 (files are written by ``write_outputs``: each complete or absent).
-    - A closed stdout (``| head``): quiet, ``run``'s status (or 0).
+    - A closed stdout (``| head``): quiet, ``run``'s status (or 0); stdout that cannot be
+      written (a full disk): ``<prog>: error: cannot write to stdout: <reason>``, status 2.
 
     Args:
         prog: the command's name for messages, e.g. ``"python -m experiments.four_variants"``.
@@ -164,7 +165,6 @@ def main(prog, run, argv=None):
     try:
         _blas_threads(argv)
         status = run(argv)
-        sys.stdout.flush()
     except KeyboardInterrupt:
         sys.stderr.write(f"{prog}: interrupted\n")
         status = EXIT_INTERRUPTED
@@ -173,30 +173,38 @@ def main(prog, run, argv=None):
     except BrokenPipeError:
         _silence_stdout()
     except OSError as e:
-        where = f"{e.filename}: " if e.filename else ("stdout: " if e.errno else "")
-        status = _error(prog, f"{where}{e.strerror or e}")
+        status = _error(prog, f"{e.filename}: {e.strerror}" if e.filename else e.strerror or e)
     except MemoryError as e:
         status = _error(prog, f"out of memory {e}".strip())
     try:
         sys.stdout.flush()
-    except OSError:
+    except BrokenPipeError:
         _silence_stdout()
+    except OSError as e:  # a full disk, /dev/full
+        _silence_stdout()
+        status = _error(prog, f"cannot write to stdout: {e.strerror or e}")
     sys.exit(status)
 
 
-def check_output_dir(path):
-    """Create the folder ``path`` if needed and prove it writable (a temporary file, removed at
-    once), before any work; returns it as a ``Path``.
+def check_output_dir(path, names=()):
+    """Check, before any work and without creating anything, that the folder ``path`` is or can
+    be made writable (its nearest existing ancestor is a writable folder) and that none of
+    ``names`` in it is a folder, a FIFO or a device; returns it as a ``Path``.
 
     Raises:
-        UsageError: ``path`` is a file or lies under one, or cannot be created or written.
+        UsageError: ``path`` is a file or lies under one, cannot be written, or a name in it
+            is not a regular file.
     """
     path = Path(path)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        tempfile.TemporaryFile(dir=path).close()
-    except OSError as e:
-        raise UsageError(f"output folder {path}: {e.strerror or e}") from None
+    existing = next(p for p in (path, *path.parents) if p.exists() or p == Path(p.anchor))
+    if not existing.is_dir():
+        raise UsageError(f"output folder {path}: {existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"output folder {path}: {existing} is not writable")
+    for name in names:
+        dest = path / name
+        if os.path.lexists(dest) and not (dest.is_file() or dest.is_symlink()):
+            raise UsageError(f"cannot write {dest}: it is not a regular file")
     return path
 
 
@@ -206,7 +214,8 @@ def write_outputs(out_dir, files):
     Each file is written under a temporary name beside its destination and moved into place
     with ``os.replace``. On an error or a Ctrl-C the temporary file being written is removed;
     the files already moved stay. Nothing else in ``out_dir`` is ever removed: put
-    ``results.json`` (naming the files of the run) last.
+    ``results.json`` (naming the files of the run) last. A destination that is a folder, a
+    FIFO or a device is refused before anything is written (``UsageError``).
 
     Args:
         out_dir: the folder (str or Path).
@@ -217,6 +226,7 @@ def write_outputs(out_dir, files):
     Raises:
         OSError: a file cannot be written (``main`` reports it as one line, status 2).
     """
+    check_output_dir(out_dir, files)
     mask = os.umask(0)
     os.umask(mask)
     for name, content in files.items():
@@ -246,5 +256,7 @@ def write_json(path, obj):
 
 
 def progress(line):
-    """One progress line on stderr, flushed."""
-    print(line, file=sys.stderr, flush=True)
+    """One progress line on stderr, flushed (one write, so lines of several processes do not
+    interleave)."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()

@@ -108,11 +108,22 @@ def test_write_json_is_strict_json(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["r.json"]
 
 
-def test_check_output_dir_rejects_a_file(tmp_path):
+def test_check_output_dir_rejects_a_file_and_creates_nothing(tmp_path):
     (tmp_path / "f").write_text("")
-    with pytest.raises(cli.UsageError, match="output folder"):
-        cli.check_output_dir(tmp_path / "f" / "out")
-    assert cli.check_output_dir(tmp_path / "new") == tmp_path / "new"
+    for path in (tmp_path / "f", tmp_path / "f" / "out"):
+        with pytest.raises(cli.UsageError, match="not a directory"):
+            cli.check_output_dir(path)
+    assert cli.check_output_dir(tmp_path / "new" / "out") == tmp_path / "new" / "out"
+    assert os.listdir(tmp_path) == ["f"]
+
+
+def test_a_destination_that_is_not_a_regular_file_is_refused_before_any_write(tmp_path):
+    (tmp_path / "results.json").mkdir()
+    os.mkfifo(tmp_path / "run_log.txt")
+    for name in ("results.json", "run_log.txt"):
+        with pytest.raises(cli.UsageError, match="not a regular file"):
+            cli.write_outputs(tmp_path, {"a.txt": "a", name: "{}"})
+    assert sorted(os.listdir(tmp_path)) == ["results.json", "run_log.txt"]
 
 
 def test_importing_the_commands_changes_nothing():
