@@ -19,6 +19,7 @@ import multiprocessing
 import os
 import platform
 import resource
+import signal
 import sys
 import time
 from pathlib import Path
@@ -52,9 +53,11 @@ def find_reference():
 
 
 def load_reference(folder: Path):
-    """Import the chapter's ``build.py`` from a reference folder; ImportError without torch.
-    Its helpers read the corpus named by ``SEED_CORPUS`` at import (default: the built-in)."""
-    import torch  # noqa: F401  (an ImportError here means: no reference)
+    """Import the chapter's ``build.py`` from a reference folder (ImportError without torch), with
+    torch's threads set; its helpers read the corpus named by ``SEED_CORPUS`` (default: ours)."""
+    import torch  # an ImportError here means: no reference
+    if os.environ.get("OPENBLAS_NUM_THREADS"):   # torch on as many threads as NumPy's BLAS
+        torch.set_num_threads(int(os.environ["OPENBLAS_NUM_THREADS"]))
     os.environ.setdefault("SEED_CORPUS", str(BUILTIN_CORPUS_PATH))
     spec = importlib.util.spec_from_file_location("chapter_build", Path(folder) / BUILD_PY)
     module = importlib.util.module_from_spec(spec)
@@ -149,16 +152,45 @@ class Trainer:
                     step=t4 - t0)
 
 
+def _start_worker():
+    """A worker ignores Ctrl-C (the parent reports it and ends the worker) and overflows."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    np.seterr(all="ignore")
+
+
+def in_fresh_process(fn, *args):
+    """``fn(*args)`` in a fresh interpreter (spawn): its NumPy reads the BLAS threads that
+    ``cli.main`` set (this process's NumPy was loaded before), and its memory is its own. SIGINT
+    is held while it starts; on a Ctrl-C here the pool's exit ends it at once."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        pool = multiprocessing.get_context("spawn").Pool(1, initializer=_start_worker)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    with pool:
+        return pool.apply(fn, args)
+
+
+def make_batches(kind: str, data, vocab_size: int, B: int, T: int, n: int, seed: int) -> list:
+    """``n`` (x, y) int batches of shape (B, T): windows of ``data`` (``gpt.data.get_batch``),
+    or uniformly random token ids as inputs and targets."""
+    rng = np.random.default_rng(seed)
+    if kind == "random":
+        return [(rng.integers(0, vocab_size, (B, T)), rng.integers(0, vocab_size, (B, T)))
+                for _ in range(n)]
+    return [tuple(np.ascontiguousarray(a) for a in get_batch(data, T, B, rng)) for _ in range(n)]
+
+
 def _peak_rss_mib(impl: str, config: dict, batches: list, ref_folder) -> float:
-    """Run in a fresh process: the peak resident MiB after a few steps of ``impl`` ("ours" or
+    """In a fresh process: the peak resident MiB after a few steps of ``impl`` ("ours" or
     "reference"): ``VmHWM`` where /proc has it (Linux carries ``ru_maxrss`` over fork and exec),
     else ``resource.getrusage``."""
     config = GPTConfig.from_dict(config)
     trainer = (Trainer(GPT(config, seed=0)) if impl == "ours" else
                Trainer(torch_model(load_reference(ref_folder), config), sys.modules["torch"]))
-    with np.errstate(all="ignore"):
-        for b in batches:
-            trainer.step(b)
+    for b in batches:
+        trainer.step(b)
     try:
         with open("/proc/self/status") as f:
             return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:")) / 1024.0  # kB
@@ -173,13 +205,11 @@ def _summary(values) -> dict:
             "max": float(np.max(values))}
 
 
-def measure(size_name: str, variant: str, args, data, vocab_size, ref, ref_folder) -> list:
-    """Time ours, the reference and the floor on one size and variant, for each kind of batches
-    in ``args.data`` (corpus windows or uniformly random ids), all interleaved; one row a kind.
-
-    Each kind gets its own models (the same initial weights) and batches; the floor is shared.
-    With both kinds, the random row also carries random/corpus step-time ratios per repeat.
-    """
+def measure(size_name: str, variant: str, args, data, vocab_size, ref_folder) -> list:
+    """Time ours, the reference (when ``ref_folder``) and the floor on one size and variant, for
+    each kind of batches in ``args.data``, all interleaved; one row a kind (run it in a fresh
+    process). Each kind gets its own models (the same initial weights) and batches; the floor is
+    shared. With both kinds, the random row also carries random/corpus step-time ratios."""
     d_model, n_layers, T, B = SIZES[size_name]
     norm, mlp = variant.split("+")
     config = GPTConfig(vocab_size=vocab_size, block_size=T, n_layers=n_layers, n_heads=4,
@@ -187,12 +217,9 @@ def measure(size_name: str, variant: str, args, data, vocab_size, ref, ref_folde
     n = args.warmup + args.repeats * args.steps
     floor = Floor(config, B, np.random.default_rng(args.seed))
     jobs = {}   # key -> (the floor or a Trainer, its batches); the floor first
+    ref = None if ref_folder is None else load_reference(ref_folder)
     for kind in args.data:
-        rng = np.random.default_rng(args.seed)
-        batches = [(rng.integers(0, vocab_size, (B, T)), rng.integers(0, vocab_size, (B, T)))
-                   if kind == "random" else
-                   tuple(np.ascontiguousarray(a) for a in get_batch(data, T, B, rng))
-                   for _ in range(n)]
+        batches = make_batches(kind, data, vocab_size, B, T, n, args.seed)
         jobs.setdefault("floor", (floor, batches))
         model = GPT(config, seed=args.seed)
         jobs[kind, "ours"] = (Trainer(model), batches)
@@ -231,17 +258,21 @@ def measure(size_name: str, variant: str, args, data, vocab_size, ref, ref_folde
         if kind == "random" and "corpus" in args.data:
             for n in names:
                 ratios[f"{n}_random_over_corpus"] = over((kind, n), ("corpus", n))
-        if not args.no_memory:
-            for name in names:
-                batches = jobs[kind, "ours"][1][:MEMORY_STEPS]
-                with multiprocessing.get_context("spawn").Pool(1) as pool:  # nothing of ours counts
-                    peak = pool.apply(_peak_rss_mib, (name, config.to_dict(), batches, ref_folder))
-                row[name]["peak_rss_mib"] = round(peak, 1)
-            if ref is not None:
-                ratios["peak_rss_ours_over_reference"] = \
-                    row["ours"]["peak_rss_mib"] / row["reference"]["peak_rss_mib"]
         rows.append(row)
     return rows
+
+
+def add_peak_memory(row: dict, data, ref_folder, seed: int) -> None:
+    """Add each implementation's peak resident MiB, in a fresh process doing ``MEMORY_STEPS``
+    steps of the row's batches, and their ratio."""
+    batches = make_batches(row["data"], data, row["config"]["vocab_size"], row["batch_size"],
+                           row["config"]["block_size"], MEMORY_STEPS, seed)
+    for name in [n for n in ("ours", "reference") if n in row]:
+        row[name]["peak_rss_mib"] = round(in_fresh_process(
+            _peak_rss_mib, name, row["config"], batches, ref_folder), 1)
+    if "reference" in row:
+        row["ratios"]["peak_rss_ours_over_reference"] = \
+            row["ours"]["peak_rss_mib"] / row["reference"]["peak_rss_mib"]
 
 
 def render(row: dict) -> str:
@@ -335,10 +366,7 @@ def run(argv=None) -> int:
     threads = {k: os.environ.get(k) for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
                                               "OPENBLAS_CORETYPE")}
     if ref is not None:
-        torch = sys.modules["torch"]
-        if threads["OPENBLAS_NUM_THREADS"]:   # torch on as many threads as NumPy's BLAS
-            torch.set_num_threads(int(threads["OPENBLAS_NUM_THREADS"]))
-        threads["torch"] = str(torch.get_num_threads())
+        threads["torch"] = str(sys.modules["torch"].get_num_threads())
     text = load_corpus()
     tok = CharTokenizer(text)
     data = tok.encode(text)
@@ -347,13 +375,14 @@ def run(argv=None) -> int:
           f"threads {', '.join(f'{k}={v}' for k, v in threads.items() if v is not None)}, "
           f"load {load[0]:.2f}", flush=True)
     rows = []
-    with np.errstate(all="ignore"):
-        for size_name in args.sizes:
-            for variant in args.variants:
-                for row in measure(size_name, variant, args, data, tok.vocab_size, ref,
-                                   ref_folder):
-                    rows.append(row)
-                    print(render(row), flush=True)
+    for size_name in args.sizes:
+        for variant in args.variants:
+            for row in in_fresh_process(measure, size_name, variant, args, data, tok.vocab_size,
+                                        ref_folder):
+                if not args.no_memory:
+                    add_peak_memory(row, data, ref_folder, args.seed)
+                rows.append(row)
+                print(render(row), flush=True)
     if args.json is not None:
         cli.write_json(args.json, dict(
             command="bench", repeats=args.repeats, steps=args.steps, warmup=args.warmup,

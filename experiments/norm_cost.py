@@ -255,10 +255,7 @@ def run(argv=None) -> int:
     p.add_argument("--output-dir", type=cli.path_arg, default=Path("outputs") / "norm_cost",
                    metavar="DIR", help="where to write run_log.txt and results.json")
     args = p.parse_args(argv)
-    out = cli.check_output_dir(args.output_dir)
-    for name in ("run_log.txt", "results.json"):   # a FIFO or a device there is not ours to replace
-        if os.path.lexists(out / name) and not (out / name).is_file():
-            raise cli.UsageError(f"{out / name} is not a regular file")
+    out = cli.check_output_dir(args.output_dir, ("run_log.txt", "results.json"))
 
     shapes = []
     for name in (["tiny"] if args.tiny else SHAPES):

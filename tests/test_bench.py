@@ -106,7 +106,7 @@ def test_ctrl_c_prints_one_line_and_exits_130(tmp_path, monkeypatch, capsys):
     def interrupt(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(bench, "measure", interrupt)
+    monkeypatch.setattr(bench, "in_fresh_process", interrupt)
     out = tmp_path / "bench.json"
     with pytest.raises(SystemExit) as e:
         cli.main(bench.PROG, bench.run, MINIMAL + ["--no-reference", "--json", str(out)])

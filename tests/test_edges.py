@@ -199,7 +199,8 @@ OTHER_STAGES = {  # command -> (function raising KeyboardInterrupt, arguments)
     "experiments.gradcheck_report": ("run_cases", ["--fast", "--json", "rows.json"]),
     "experiments.break_backward": ("run_cases", ["--json", "rows.json"]),
     "experiments.generate": ("load_checkpoint", ["--prompt", "It"]),
-    "experiments.bench": ("measure", ["--sizes", "tiny", "--no-reference", "--json", "b.json"]),
+    "experiments.bench": ("in_fresh_process", ["--sizes", "tiny", "--no-reference", "--json",
+                                               "b.json"]),
 }
 
 
@@ -269,7 +270,7 @@ def test_stdout_to_dev_full_is_one_line_and_exit_2(module, tmp_path, checkpoint)
                            timeout=180)
     err = r.stderr.strip().splitlines()
     assert r.returncode == 2, r.stderr
-    assert err[-1].endswith("stdout: No space left on device")
+    assert err[-1].endswith("No space left on device")
     assert "Traceback" not in r.stderr
 
 
