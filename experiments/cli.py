@@ -17,6 +17,7 @@ A command module reads::
 and status 2, Ctrl-C one line and status 130. Standard library only.
 """
 import argparse
+import errno
 import json
 import math
 import os
@@ -172,8 +173,12 @@ def main(prog, run, argv=None):
         status = _error(prog, e)
     except BrokenPipeError:
         _silence_stdout()
-    except OSError as e:
-        status = _error(prog, f"{e.filename}: {e.strerror}" if e.filename else e.strerror or e)
+    except OSError as e:  # a file names itself; a full disk without a name is stdout's
+        stdout = e.errno in (errno.ENOSPC, errno.EIO, errno.EDQUOT) and not e.filename
+        status = _error(prog, f"{e.filename}: {e.strerror}" if e.filename else
+                        f"cannot write to stdout: {e.strerror}" if stdout else e.strerror or e)
+        if stdout:
+            _silence_stdout()
     except MemoryError as e:
         status = _error(prog, f"out of memory {e}".strip())
     try:
