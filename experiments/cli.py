@@ -141,7 +141,10 @@ def _error(prog, message):
 
 def _silence_stdout():
     """Point stdout at /dev/null, so Python's final flush of a closed pipe is quiet."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # not a real file (a test's capture)
+        pass
 
 
 def main(prog, run, argv=None):
@@ -248,9 +251,11 @@ def write_outputs(out_dir, files):
                 content(tmp)
             os.chmod(tmp, 0o666 & ~mask)
             os.replace(tmp, dest)
-        except BaseException:
+        except BaseException as e:
             if os.path.exists(tmp):
                 os.unlink(tmp)
+            if isinstance(e, OSError) and not e.filename:
+                e.filename = str(dest)  # a write that failed half-way names its file
             raise
 
 
