@@ -17,6 +17,7 @@ A command module reads::
 and status 2, Ctrl-C one line and status 130. Standard library only.
 """
 import argparse
+import errno
 import json
 import math
 import os
@@ -140,7 +141,10 @@ def _error(prog, message):
 
 def _silence_stdout():
     """Point stdout at /dev/null, so Python's final flush of a closed pipe is quiet."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # not a real file (a test's capture)
+        pass
 
 
 def main(prog, run, argv=None):
@@ -172,8 +176,12 @@ def main(prog, run, argv=None):
         status = _error(prog, e)
     except BrokenPipeError:
         _silence_stdout()
-    except OSError as e:
-        status = _error(prog, f"{e.filename}: {e.strerror}" if e.filename else e.strerror or e)
+    except OSError as e:  # a file names itself; a full disk without a name is stdout's
+        stdout = e.errno in (errno.ENOSPC, errno.EIO, errno.EDQUOT) and not e.filename
+        status = _error(prog, f"{e.filename}: {e.strerror}" if e.filename else
+                        f"cannot write to stdout: {e.strerror}" if stdout else e.strerror or e)
+        if stdout:
+            _silence_stdout()
     except MemoryError as e:
         status = _error(prog, f"out of memory {e}".strip())
     try:
@@ -243,9 +251,11 @@ def write_outputs(out_dir, files):
                 content(tmp)
             os.chmod(tmp, 0o666 & ~mask)
             os.replace(tmp, dest)
-        except BaseException:
+        except BaseException as e:
             if os.path.exists(tmp):
                 os.unlink(tmp)
+            if isinstance(e, OSError) and not e.filename:
+                e.filename = str(dest)  # a write that failed half-way names its file
             raise
 
 

@@ -363,7 +363,7 @@ def test_a_failed_write_leaves_that_file_absent_and_one_line(tmp_path, capsys, m
     out = tmp_path / "out"
     code = main(SMALL + ["--output-dir", str(out), "--save-checkpoints"])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and err[-1].endswith("error: No space left on device")
+    assert code == 2 and err[-1].endswith(f"{out / 'ln_swiglu.npz'}: No space left on device")
     assert "Traceback" not in "\n".join(err)
     assert all_files(out) == ["ln_gelu.npz", "rms_gelu.npz"]
 
