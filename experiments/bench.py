@@ -214,12 +214,12 @@ def measure(size_name: str, variant: str, args, data, vocab_size, ref_folder) ->
     norm, mlp = variant.split("+")
     config = GPTConfig(vocab_size=vocab_size, block_size=T, n_layers=n_layers, n_heads=4,
                        d_model=d_model, norm=norm, mlp=mlp)
-    n = args.warmup + args.repeats * args.steps
+    n_batches = args.warmup + args.repeats * args.steps
     floor = Floor(config, B, np.random.default_rng(args.seed))
     jobs = {}   # key -> (the floor or a Trainer, its batches); the floor first
     ref = None if ref_folder is None else load_reference(ref_folder)
     for kind in args.data:
-        batches = make_batches(kind, data, vocab_size, B, T, n, args.seed)
+        batches = make_batches(kind, data, vocab_size, B, T, n_batches, args.seed)
         jobs.setdefault("floor", (floor, batches))
         model = GPT(config, seed=args.seed)
         jobs[kind, "ours"] = (Trainer(model), batches)
