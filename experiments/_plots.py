@@ -1,143 +1,56 @@
-"""The study runner's figures (matplotlib, the ``plot`` extra): ``loss_curves.png`` and
-``deltas.png``.
+"""The studies' figures (matplotlib, the ``plot`` extra), drawn when the outputs are written.
 
 - ``loss_curves.png``: one panel per variant; x the training step, y the loss in nats/token;
-  each seed's training-batch loss as a thin line, the mean over the seeds that trained as a
-  thick line, and the mean validation loss (every ``--eval-every`` steps) as dots.
-- ``grad_norms.png``: the total gradient norm before clipping per step (log scale), seeds thin,
-  mean thick, one colour per variant.
-- ``deltas.png``: for each variant against the baseline, the paired difference of the final
-  val and train losses (nats/token) with its 95 % Student-t interval, and a zero line.
+  each seed's training-batch loss thin, the mean over the seeds that trained thick, the mean
+  validation loss (every ``--eval-every`` steps) as dots.
+- ``grad_norms.png``: the total gradient norm before clipping per step (log scale).
+- ``deltas.png``: each variant's paired difference from the baseline in final val and train
+  loss (nats/token) with its 95 % Student-t interval, and a zero line.
 
-Without matplotlib, ``write_figures`` writes nothing and returns the one line telling how to
-install it; everything else is still written.
+Figures are ``matplotlib.figure.Figure`` objects saved directly: no pyplot, no backend to
+choose, nothing global.
 """
-from __future__ import annotations
-
 import importlib.util
-from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
-from experiments._processes import run_in_processes
-
-__all__ = ["write_figures", "INSTALL_HINT"]
-
-INSTALL_HINT = ('matplotlib is not installed, so loss_curves.png, deltas.png and grad_norms.png '
-                'were not written; install it with: pip install -e ".[plot]"')
+INSTALL_HINT = ('matplotlib is not installed, so the PNG figures were not written; install it '
+                'with: pip install -e ".[plot]"')
 
 
-class _Figures:
-    """What the figure functions use of ``matplotlib.pyplot`` (``subplots``, ``rcParams``),
-    drawn on ``matplotlib.figure.Figure`` with the Agg canvas attached directly: no pyplot, no
-    backend selection, no global figure manager holding the figures (a figure is freed when no
-    longer referenced, so there is nothing to close), plus ``save_png``.
-    """
-
-    def __init__(self, matplotlib, figure_cls, canvas_cls) -> None:
-        self.rcParams = matplotlib.rcParams
-        self._figure_cls, self._canvas_cls = figure_cls, canvas_cls
-
-    def subplots(self, nrows=1, ncols=1, figsize=None, **kwargs):
-        """``pyplot.subplots``: (figure, axes) with an Agg canvas, so ``fig.savefig`` writes PNG."""
-        fig = self._figure_cls(figsize=figsize)
-        self._canvas_cls(fig)
-        return fig, fig.subplots(nrows, ncols, **kwargs)
-
-    @staticmethod
-    def save_png(fig, path: Path, **tight_layout) -> None:
-        """Lay the figure out (``tight_layout(**tight_layout)``) and write it as PNG, 110 dpi."""
-        _save(fig, path, **tight_layout)
+def available():
+    """True when matplotlib can be imported."""
+    return importlib.util.find_spec("matplotlib") is not None
 
 
-def _pyplot():
-    """The figure-drawing namespace (``_Figures``), or None without matplotlib."""
-    try:
-        import matplotlib
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        return None
-    return _Figures(matplotlib, Figure, FigureCanvasAgg)
+def subplots(nrows=1, ncols=1, figsize=None, **kwargs):
+    """``pyplot.subplots`` without pyplot: (figure, axes)."""
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=figsize)
+    return fig, fig.subplots(nrows, ncols, **kwargs)
 
 
-def write_figures(report, group, out: Path, processes: int = 1) -> Optional[str]:
-    """Stage ``loss_curves.png``, ``deltas.png`` and ``grad_norms.png`` (and the study's
-    ``extra_figures``, under the ``.png`` names of its ``output_names``) for ``out`` in the
-    ``AtomicGroup``.
-
-    With ``processes`` > 1 the figures are drawn in up to three forked processes at once
-    (``experiments._processes.run_in_processes``: loss curves; deltas and gradient norms; the
-    study's own), each importing matplotlib for itself, so this process never does; with 1,
-    or where forking is not safe, here, one after the other. The PNGs are the same bytes.
-
-    Returns:
-        None when written; the install hint (one line) when matplotlib is missing.
-
-    Raises:
-        OSError: a figure could not be written (the group then writes nothing).
-    """
-    if importlib.util.find_spec("matplotlib") is None:
+def add_figures(report, files):
+    """Add ``loss_curves.png``, ``deltas.png`` and ``grad_norms.png`` to ``files`` (name ->
+    ``draw(path)``, for ``cli.write_outputs``); returns the install hint without matplotlib."""
+    if not available():
         return INSTALL_HINT
-    study = report.study
-    names = ["loss_curves.png", "deltas.png", "grad_norms.png"]
-    extras = [n for n in study.output_names if n.endswith(".png")] \
-        if study.extra_figures is not None else []
-    staged = {name: group.stage(out / name) for name in names + extras}
-
-    def stage_extra(name: str) -> Path:
-        if name not in extras:
-            raise ValueError(f"figure {name!r} is not among the study's output_names {extras}")
-        return staged[name]
-
-    def drawing(*parts):
-        def draw() -> Optional[str]:
-            plt = _pyplot()
-            if plt is None:
-                return INSTALL_HINT
-            for part in parts:
-                if part == "extra":
-                    study.extra_figures(plt, report, stage_extra)
-                else:
-                    _DRAW[part](plt, report, staged[part])
-            return None
-        return draw
-
-    if processes > 1:
-        calls = [drawing("loss_curves.png"), drawing("deltas.png", "grad_norms.png")] + \
-            ([drawing("extra")] if extras else [])
-    else:
-        calls = [drawing(*names, *(["extra"] if extras else []))]
-    hints = [h for h in run_in_processes(calls) if h is not None]
-    if hints:  # matplotlib found but not importable: no figure is written
-        for name in staged:
-            group.unstage(out / name)
-        return hints[0]
-    for name, path in staged.items():
-        if path.stat().st_size == 0:
-            raise RuntimeError(f"figure {name} was staged but not drawn")
+    for name, draw in (("loss_curves.png", _loss_curves), ("deltas.png", _deltas),
+                       ("grad_norms.png", _grad_norms)):
+        files[name] = lambda path, draw=draw: draw(report, path)
     return None
 
 
-def _save(fig, path: Path, **tight_layout) -> None:
-    """``fig.tight_layout(**tight_layout)``, then the PNG at 110 dpi.
-
-    ``tight_layout`` leaves a placeholder layout engine on the figure (matplotlib 3.6 and
-    later), and ``savefig`` then draws the whole figure once to nothing before drawing it for
-    the PNG. Removing the placeholder skips that draw: the same bytes, about a third less time.
-    """
+def save(fig, path, **tight_layout):
+    """Lay the figure out and write it as PNG at 110 dpi."""
     fig.tight_layout(**tight_layout)
-    if hasattr(fig, "set_layout_engine"):
-        fig.set_layout_engine(None)
     fig.savefig(path, format="png", dpi=110)
 
 
-def _grad_norms(plt, report, path: Path) -> None:
-    fig, ax = plt.subplots(figsize=(7.5, 4.2))
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+def _grad_norms(report, path):
+    fig, ax = subplots(figsize=(7.5, 4.2))
     for k, v in enumerate(report.study.variants):
-        c = colors[k % len(colors)]
+        c = f"C{k % 10}"
         runs = report.runs_of(v.name)
         for e in runs:
             ax.plot(np.arange(1, len(e["grad_norms"]) + 1), e["grad_norms"], lw=0.5,
@@ -160,15 +73,15 @@ def _grad_norms(plt, report, path: Path) -> None:
     ax.set_title(f"{report.study.name}: gradient norm per step, {seeds}{marks}", fontsize=9)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
-    _save(fig, path)
+    save(fig, path)
 
 
-def _loss_curves(plt, report, path: Path) -> None:
+def _loss_curves(report, path):
     variants = report.study.variants
     n = len(variants)
     cols = min(n, 2 if n <= 4 else 3)
     rows = -(-n // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), sharex=True,
+    fig, axes = subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), sharex=True,
                              sharey=True, squeeze=False)
     finite = [x for e in report.runs for x in e["loss_curve"] if np.isfinite(x)]
     for ax, v in zip(axes.flat, variants):
@@ -223,13 +136,13 @@ def _loss_curves(plt, report, path: Path) -> None:
     n = len(report.seeds)
     seeds = "one seed" if n == 1 else f"{n} seeds (thin), mean (thick)"
     fig.suptitle(f"{report.study.name}: loss per step, {seeds}; {how}", fontsize=11)
-    _save(fig, path)
+    save(fig, path)
 
 
-def _deltas(plt, report, path: Path) -> None:
+def _deltas(report, path):
     others = report.study.variants[1:]
     base = report.study.baseline.name
-    fig, ax = plt.subplots(figsize=(7.0, 1.2 + 0.9 * max(1, len(others))))
+    fig, ax = subplots(figsize=(7.0, 1.2 + 0.9 * max(1, len(others))))
     labels, y, bars = [], 0, False
     for v in others:
         diffs = report.summaries[v.name]["difference_from_baseline"]
@@ -260,7 +173,4 @@ def _deltas(plt, report, path: Path) -> None:
     ax.grid(axis="x", alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8, loc="best")
-    _save(fig, path)
-
-
-_DRAW = {"loss_curves.png": _loss_curves, "deltas.png": _deltas, "grad_norms.png": _grad_norms}
+    save(fig, path)

@@ -8,6 +8,7 @@ the baseline follows (``experiments._stats.paired_difference``: 95 % Student-t i
 """
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import math
@@ -17,7 +18,9 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from experiments import _stats
+from gpt.data import eval_windows
+
+from experiments import _norm_counts, _stats
 
 __all__ = ["Report", "run_line", "table_header", "table_rows", "differences_block",
            "grad_norm_block", "divergence_findings", "params_block", "differences_and_params",
@@ -42,7 +45,6 @@ class Report:
         self.uniform_baseline = math.log(plan.vocab_size)
         self.summaries = {v.name: self.summary(v.name) for v in self.study.variants}
         self.files: List[str] = []    # the files this run writes (results.json's manifest)
-        self.removed: List[str] = []  # files of the study's names left by an earlier run
 
     def runs_of(self, name: str) -> List[Dict[str, Any]]:
         """The runs of variant ``name``, in seed order."""
@@ -66,7 +68,7 @@ class Report:
         v = next(x for x in self.study.variants if x.name == name)
         ok = [e for e in runs if e["status"] == "ok"]
         out = {"name": name, **v.labels, "note": v.note, "overrides": dict(v.overrides),
-               "modify": None if v.modify is None else v.modify.__name__,
+               "modify": v.modify and v.modify.__name__,
                "params": runs[0]["params"], "seeds": [e["seed"] for e in runs],
                "seeds_ok": [e["seed"] for e in ok],
                "diverged": [{"seed": e["seed"], **e["diverged_at"]} for e in runs
@@ -90,9 +92,10 @@ def _f(x: Optional[float], spec: str = ".4f") -> str:
     return format(x, ".4g") if abs(x) >= 1e4 else format(x, spec)  # a blown-up loss stays short
 
 
-def run_line(study, variant, e: Dict[str, Any], n_seeds: int) -> str:
-    """The line printed as a run finishes: ``  ln    + gelu      params=105216  train=..  val=..``."""
-    line = f"  {study.label_of_run(variant)}  params={e['params']:>6d}  "
+def run_line(study, e: Dict[str, Any], n_seeds: int) -> str:
+    """The line printed as a run finishes: ``  ln      gelu        params=105216  train=..``."""
+    variant = next(v for v in study.variants if v.name == e["name"])
+    line = f"  {_labels(study, variant)}  params={e['params']:>6d}  "
     if e["status"] != "ok":
         line += f"diverged: {e['message']}"
     else:
@@ -308,8 +311,6 @@ def _sha256(text: str, chunk: int = 1 << 20) -> str:
 
 def results_dict(report: Report) -> Dict[str, Any]:
     """The results.json document (see ``results_json``)."""
-    from experiments._runner import CLIP, TRAIN_FRACTION, WEIGHT_DECAY
-    from gpt.data import eval_windows
 
     plan, args, study = report.plan, report.plan.args, report.study
     varied = {k for v in study.variants for k in v.overrides}
@@ -325,14 +326,13 @@ def results_dict(report: Report) -> Dict[str, Any]:
         "experiment": study.name,
         "run_id": getattr(plan, "run_id", None),
         "files": list(report.files),
-        "removed_from_an_earlier_run": list(report.removed),
         "status": "diverged" if report.any_diverged else "ok",
         "config": {
             "steps": plan.steps, "seed": report.seeds[0], "seeds": report.seeds,
             "batch_size": args.batch_size, "eval_every": args.eval_every,
             "optimizer": {"name": "AdamW", "lr": args.lr, "betas": [0.9, 0.999], "eps": 1e-8,
-                          "weight_decay": WEIGHT_DECAY},
-            "clip_grad_norm": CLIP,
+                          "weight_decay": plan.weight_decay},
+            "clip_grad_norm": plan.clip,
             "model": model_cfg,
             "baseline": study.baseline.name,
             "variants": [v.name for v in study.variants],
@@ -343,7 +343,7 @@ def results_dict(report: Report) -> Dict[str, Any]:
                         else Path(args.corpus).name,
                 "sha256": _sha256(plan.text),
                 "characters": len(plan.text), "vocab_size": plan.vocab_size,
-                "train_fraction": TRAIN_FRACTION,
+                "train_fraction": plan.train_fraction,
                 "train_tokens": int(len(plan.train_data)), "val_tokens": int(len(plan.val_data)),
             },
             "evaluation": {
@@ -391,3 +391,85 @@ def curves_csv(report: Report) -> str:
             lines.append(f"{e['name']},{e['seed']},{i},{loss!r},"
                          f"{'' if vv is None else repr(float(vv))},{g!r}")
     return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------ four_variants: the chapter's lessons
+
+LESSON_RMS = "RMSNorm: same regularization effect as LayerNorm, ~half the FLOPs."
+LESSON_SWIGLU = ("SwiGLU: gating learns which features to pass through; modest extra params "
+                 "(we scaled hidden_mult=8/3 to roughly match GELU MLP size).")
+NAME = {"ln": "LayerNorm", "rms": "RMSNorm", "gelu": "GELU", "swiglu": "SwiGLU"}
+
+
+def _compare(report, a, b, label, who):
+    """The paired val-loss difference a - b, its interval and verdict, and the divergences."""
+    d = report.paired(a, b, "val_loss")
+    lost = [f"{name} seed {x['seed']} ({x['what']} {x['value']} at step {x['step']})"
+            for name in (a, b) for x in report.summaries[name]["diverged"]]
+    if d["mean"] is None:
+        return f"    {label}: no comparison; diverged: {'; '.join(lost)}"
+    line = f"    {label}: {a} - {b} = {fmt_diff(d)} nats: {d['verdict']}"
+    if d["excludes_zero"]:
+        line += f" ({who} {'lower' if d['mean'] < 0 else 'higher'})"
+    return line + (f"; diverged, left out: {'; '.join(lost)}" if lost else "")
+
+
+def four_variants_closing(report):
+    """Each of the chapter's two lessons quoted, with this run's measurement beside it."""
+    n = len(report.seeds)
+    lines = (differences_block(report) + [""]) if n > 1 else []
+    lines += ["Lessons (the chapter's words, quoted; this run's measurement below each):",
+              f'- The chapter: "{LESSON_RMS}"',
+              f"  Measured, final val loss, RMSNorm minus LayerNorm, same MLP, same seeds "
+              f"({n} seed{'s' if n > 1 else ''}):"]
+    lines += [_compare(report, f"rms+{m}", f"ln+{m}", f"with {NAME[m]}", "RMSNorm")
+              for m in ("gelu", "swiglu")]
+    args = report.plan.args
+    shape = (args.batch_size, args.block_size, args.d_model)
+    inputs = _norm_counts.make_inputs(shape, "float64", 0)
+    ratio = {p: _norm_counts.count("rms", p, inputs)["flops"]
+             / _norm_counts.count("ln", p, inputs)["flops"] for p in _norm_counts.PASSES}
+    words = {p: "about half" if abs(r - 0.5) <= 0.1 else
+             f"{'more' if r > 0.5 else 'less'} than half: a {100 * (1 - r):.0f}% saving"
+             for p, r in ratio.items()}
+    lines.append(f"  Measured, FLOPs RMSNorm/LayerNorm counted from our code at "
+                 f"{'x'.join(map(str, shape))}: forward {ratio['forward']:.2f} "
+                 f"({words['forward']}), forward+backward {ratio['forward_backward']:.2f} "
+                 f"({words['forward_backward']}).")
+    if args.norm_cost is None:
+        lines.append("  Measured, time: not measured in this run (python -m experiments.norm_cost "
+                     "measures it; --norm-cost PATH cites its results.json here).")
+    else:
+        t = args.norm_cost["time_ratio"]
+        lines.append(f"  Measured by norm_cost ({args.norm_cost['_path']}), time RMSNorm/LayerNorm"
+                     f" at {t['shape']}: forward {t['forward']:.2f}, forward+backward "
+                     f"{t['forward_backward']:.2f}.")
+    lines.append(f'- The chapter: "{LESSON_SWIGLU}"')
+    p = {name: s["params"] for name, s in report.summaries.items()}
+    for norm in ("ln", "rms"):
+        a, b = p[f"{norm}+swiglu"], p[f"{norm}+gelu"]
+        how = (f"SwiGLU has {a - b} more parameters, so extra parameters, as the chapter says"
+               if a > b else f"SwiGLU has {b - a} fewer parameters, so not extra parameters, "
+               f"contrary to the chapter" if a < b else "the same number of parameters")
+        lines.append(f"  Measured, parameters with {NAME[norm]}: {norm}+swiglu - {norm}+gelu = "
+                     f"{a - b:+d} ({100.0 * (a - b) / b:+.2f}%): {how}.")
+    lines.append("  Measured, final val loss, SwiGLU minus GELU, same norm, same seeds:")
+    return lines + [_compare(report, f"{n}+swiglu", f"{n}+gelu", f"with {NAME[n]}", "SwiGLU")
+                    for n in ("ln", "rms")]
+
+
+def norm_cost_arg(text):
+    """``--norm-cost PATH``: the claim of a norm_cost results.json, checked now."""
+    if not text:
+        raise argparse.ArgumentTypeError("empty path")
+    path = Path(text)
+    try:
+        claim = _norm_counts.load_claim(path)
+        t = claim["time_ratio"]
+        float(t["forward"]), float(t["forward_backward"]), str(t["shape"])
+    except OSError as e:
+        raise argparse.ArgumentTypeError(f"cannot read {path}: {e.strerror or e}") from None
+    except (KeyError, TypeError, ValueError) as e:
+        raise argparse.ArgumentTypeError(
+            str(e) if isinstance(e, ValueError) else f"{path} has no time_ratio block") from None
+    return dict(claim, _path=str(path))

@@ -14,15 +14,11 @@ Usage::
 
 Prints the parameter counts and final losses, each variant's paired difference from ``gelu``
 (95 % Student-t interval with several seeds) and the parameter differences. Options, outputs
-and exit statuses are those of every study command (``experiments._runner``).
+and exit statuses are those of every study command (``experiments.four_variants``).
 """
-from __future__ import annotations
-
-from experiments._cli import run_main
 from experiments._report import differences_and_params
-from experiments._runner import Study, Variant
-
-__all__ = ["STUDY", "main"]
+from experiments import cli
+from experiments.four_variants import Study, Variant, run_study
 
 STUDY = Study(
     name="activations",
@@ -34,11 +30,14 @@ STUDY = Study(
         Variant("swiglu", {"mlp": "swiglu"}, note="SwiGLU, hidden int(8/3 d), no biases"),
     ),
     columns=(("mlp", 8),),
-    run_label=lambda v: f"{v.name:8s}",
     closing=differences_and_params,
 )
 
-main = STUDY.main  # main(argv=None) -> exit status (see experiments._runner)
+
+def run(argv):
+    """The command: ``run_study(STUDY, argv)``; returns the exit status."""
+    return run_study(STUDY, argv)
+
 
 if __name__ == "__main__":
-    raise SystemExit(run_main(STUDY.prog, main))
+    cli.main(STUDY.prog, run)

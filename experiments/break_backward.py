@@ -1,44 +1,22 @@
 """Break the hand-derived backward passes on purpose, and watch the gradient check catch them.
 
-Usage::
-
-    python -m experiments.break_backward
     python -m experiments.break_backward --seed 3 --json break.json
 
-Each layer is gradient-checked twice or more: once with its real backward (``layers/<name>.py``)
-and once per deliberately wrong backward (``experiments/_broken.py``), each wrong one dropping or
-changing exactly ONE term and reusing the layer's real forward and cache:
-
-* LayerNorm without the mean term, without the xhat (variance) term, and forgetting eps (on
-  near-constant rows, the only rows where eps matters);
-* RMSNorm without its projection term; GELU dropping the tanh' term; SiLU treating the sigmoid
-  as a constant; ReLU² forgetting its 2; SwiGLU dropping silu';
-* RoPE rotating the wrong way; softmax without the subtracted sum;
-* attention missing the 1/sqrt(hs) in dq; cross-entropy forgetting the 1/N of the mean;
-  linear with a transposed weight gradient (square weight, so the shape check cannot help);
-  embedding overwriting instead of accumulating repeated indices.
-
-Everything is float64, with random (non-unit) weights, the checker's random Gaussian upstream
-gradient, a fixed seed and small shapes (``minigrad.gradcheck_report``, slow mode, eps 1e-6,
-atol 1e-5, rtol 1e-3). The output is deterministic for a given seed.
-
-One row per check: layer, variant ("correct" or what is broken), verdict, max abs error, max rel
-error, and where the worst entry is (input name and index, from the report):
-
-* PASS: the right backward passes;        WRONGLY FAILED: the right backward fails;
-* CAUGHT: a wrong backward fails;          MISSED: a wrong backward passes.
-
-Exit status: 0 when every right backward passes and every wrong one is caught; 1 otherwise;
-2 on bad input (one line on stderr, nothing run).
+Each layer is gradient-checked with its real backward (``layers/<name>.py``) and with each wrong
+one of ``experiments/_broken.py``, which drops or changes exactly ONE term and keeps the real
+forward and cache (LayerNorm's eps is forgotten on near-constant rows, the only rows where it
+matters; linear's transposed dweight on a square weight, so no shape check helps). Float64,
+random non-unit weights, a random upstream gradient, ``gradcheck_report``'s settings in slow
+mode; deterministic for a seed. A row: layer, variant, verdict, max abs and rel error, where the
+worst entry is. PASS: a right backward passes; WRONGLY FAILED: it fails; CAUGHT: a wrong one
+fails; MISSED: a wrong one passes. Exit status 0 when all are PASS or CAUGHT, else 1.
 """
-from __future__ import annotations
-
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, Optional, Tuple
 
 import numpy as np
 
-from minigrad import GradcheckReport, Tensor
+from minigrad import Tensor
 from layers.attention import AttentionFunction
 from layers.cross_entropy import CrossEntropyFunction
 from layers.embedding import EmbeddingFunction
@@ -53,30 +31,19 @@ from layers.softmax import SoftmaxFunction
 from layers.swiglu import SwiGLUFunction
 
 from experiments import _broken as B
-from experiments._cli import ArgumentParser, run_main, write_json
-from experiments._gradchecks import (EMBEDDING_INDEX, EPS, ATOL, RTOL, add_seed_and_json_options,
-                                     away_from_zero, check, fmt_err, format_table,
-                                     json_number, leaf, start)
+from experiments import cli
+from experiments.gradcheck_report import (ATOL, EMBEDDING_INDEX, EPS, RTOL, away_from_zero, check,
+                                          fmt_err, format_table, json_number, leaf, parse_args)
 
 PROG = "python -m experiments.break_backward"
-EXIT_OK, EXIT_FAIL = 0, 1
 
-__all__ = ["Setup", "Case", "SETUPS", "CASES", "Row", "run_case", "run", "verdict", "main"]
-
-
-# ----------------------------------------------------------------------------- inputs
 
 @dataclass(frozen=True)
 class Setup:
-    """How to call one layer: its input names, a builder of random inputs, and the call.
-
-    Attributes:
-        layer: the name shown in the table.
-        names: one name per entry of ``inputs`` (for the "where" column).
-        build: ``rng -> inputs`` (float64 Tensors that require grad, plus constants).
-        call: ``(fn_cls, *inputs) -> Tensor``: applies a ``minigrad.Function`` class, the real
-            one or a broken subclass of it, exactly as ``layers.functional`` applies the real one.
-    """
+    """How to call one layer: ``layer`` (its name in the table), ``names`` (one per input, for the
+    "where" column), ``build(rng) -> inputs`` (float64 leaves that require grad, plus constants)
+    and ``call(fn_cls, *inputs) -> Tensor``, applying the real ``Function`` class or a broken
+    subclass of it as ``layers.functional`` applies the real one."""
 
     layer: str
     names: Tuple[str, ...]
@@ -145,16 +112,9 @@ SETUPS = {
 
 @dataclass(frozen=True)
 class Case:
-    """One row: a layer setup, a Function class, and what a wrong one must be caught on.
-
-    Attributes:
-        setup: a key of ``SETUPS``.
-        variant: ``"correct"`` or a short description of the one broken term.
-        fn_cls: the layer's real ``Function`` or a broken subclass from ``experiments._broken``.
-        wrong_inputs: names of the inputs whose gradient the broken term corrupts; empty
-            exactly for a right backward. For a wrong one, the report's worst entry must lie in
-            one of them.
-    """
+    """One row: a key of ``SETUPS``, the variant (``"correct"`` or the one broken term), the real
+    ``Function`` or a broken subclass, and ``wrong_inputs``: the inputs whose gradient the broken
+    term corrupts (where the report's worst entry must lie); empty exactly for a right one."""
 
     setup: str
     variant: str
@@ -163,11 +123,11 @@ class Case:
 
     @property
     def broken(self) -> bool:
-        """True for a deliberately wrong backward (one that names the inputs it corrupts)."""
+        """True for a deliberately wrong backward."""
         return bool(self.wrong_inputs)
 
 
-CASES: Tuple[Case, ...] = (
+CASES = (
     Case("ln", "correct", LayerNormFunction),
     Case("ln", "no mean term", B.LayerNormNoMean, ("x",)),
     Case("ln", "no xhat (variance) term", B.LayerNormNoXhat, ("x",)),
@@ -198,19 +158,10 @@ CASES: Tuple[Case, ...] = (
 )
 
 
-# ----------------------------------------------------------------------------- running
-
 @dataclass
 class Row:
-    """The outcome of one case.
-
-    Attributes:
-        case: the ``Case``.
-        layer, variant, verdict: as printed.
-        where_input: name of the input holding the worst entry (None if the report has none).
-        where_index: index of that entry in its input (a tuple; None if none).
-        report: the ``minigrad.GradcheckReport``.
-    """
+    """The outcome of one case: as printed, plus where the worst entry is (input name and index,
+    None when the report names none) and the ``minigrad.GradcheckReport``."""
 
     case: Case
     layer: str
@@ -218,7 +169,7 @@ class Row:
     verdict: str
     where_input: Optional[str]
     where_index: Optional[Tuple[int, ...]]
-    report: GradcheckReport
+    report: object
 
     @property
     def ok(self) -> bool:
@@ -230,7 +181,7 @@ class Row:
         """``"x[0, 2, 5]"``, or ``"-"`` when the report names no entry."""
         if self.where_input is None:
             return "-"
-        return f"{self.where_input}[{', '.join(str(i) for i in self.where_index)}]"
+        return f"{self.where_input}[{', '.join(map(str, self.where_index))}]"
 
 
 def verdict(broken: bool, passed: bool) -> str:
@@ -240,74 +191,48 @@ def verdict(broken: bool, passed: bool) -> str:
     return "PASS" if passed else "WRONGLY FAILED"
 
 
-def _case_rng(seed: int, setup: str) -> np.random.Generator:
-    """One stream per layer setup, so a right and a wrong backward see the same inputs."""
-    return np.random.default_rng([seed, list(SETUPS).index(setup)])
-
-
 def run_case(case: Case, seed: int = 0) -> Row:
-    """Gradient-check one case (float64, slow mode) and classify it.
-
-    Args:
-        case: the case.
-        seed: seeds the inputs (per layer setup) and the checker's upstream gradient.
-
-    Returns:
-        Row.
-    """
+    """Gradient-check one case and classify it; the inputs come from one stream per layer setup
+    (``default_rng([seed, setup index])``), so a right and a wrong backward see the same."""
     setup = SETUPS[case.setup]
-    inputs = setup.build(_case_rng(seed, case.setup))
+    inputs = setup.build(np.random.default_rng([seed, list(SETUPS).index(case.setup)]))
     rep = check(lambda *xs: setup.call(case.fn_cls, *xs), inputs, seed)
     name = index = None
     if rep.worst is not None:
-        pos, index = rep.worst
-        name = setup.names[pos]
-        index = tuple(int(i) for i in index)
+        name, index = setup.names[rep.worst[0]], tuple(int(i) for i in rep.worst[1])
     return Row(case, setup.layer, case.variant, verdict(case.broken, rep.passed), name, index, rep)
 
 
-def run(seed: int = 0, cases: Optional[Sequence[Case]] = None) -> List[Row]:
-    """Run every case of ``cases`` (default: ``CASES``); see ``run_case``."""
+def run_cases(seed: int = 0, cases=None) -> list:
+    """``run_case`` of every case of ``cases`` (default ``CASES``)."""
     return [run_case(c, seed) for c in (CASES if cases is None else cases)]
 
 
-def render(rows: List[Row]) -> str:
+def render(rows: list) -> str:
     """The table and the one-line summary."""
-    headers = ["layer", "variant", "verdict", "max abs err", "max rel err", "where"]
-    right = [False, False, False, True, True, False]
     cells = [[r.layer, r.variant, r.verdict, fmt_err(r.report.max_abs_err),
               fmt_err(r.report.max_rel_err), r.where] for r in rows]
     n_right = sum(not r.case.broken for r in rows)
     n_pass = sum(r.verdict == "PASS" for r in rows)
-    n_wrong = len(rows) - n_right
     n_caught = sum(r.verdict == "CAUGHT" for r in rows)
-    summary = (f"{n_pass} of {n_right} right backward passes pass, {n_caught} of {n_wrong} wrong "
-               f"ones caught; {n_wrong - n_caught} missed, {n_right - n_pass} wrongly failed")
-    return format_table(headers, cells, right) + "\n\n" + summary
+    n_wrong = len(rows) - n_right
+    return (format_table(["layer", "variant", "verdict", "max abs err", "max rel err", "where"],
+                         cells, [False, False, False, True, True, False])
+            + f"\n\n{n_pass} of {n_right} right backward passes pass, {n_caught} of {n_wrong} "
+              f"wrong ones caught; {n_wrong - n_caught} missed, {n_right - n_pass} wrongly failed")
 
 
-def build_parser() -> ArgumentParser:
-    """The command's argument parser (one-line errors, exit status 2)."""
-    p = ArgumentParser(
-        prog=PROG,
-        description="Gradient-check deliberately wrong backward passes beside the right ones.",
-        epilog="Exit status: 0 when every right backward passes and every wrong one is caught; "
-               "1 otherwise; 2 bad input or stdout not writable (one line on stderr); 130 "
-               "interrupted.")
-    add_seed_and_json_options(p)
-    return p
-
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run the command; returns the exit status (see the module docstring)."""
-    args, say, json_path = start(PROG, build_parser(), argv,
-                                 "right and deliberately wrong backward passes")
-    rows = run(seed=args.seed)
-    say(render(rows))
-    if json_path is not None:
-        write_json(PROG, json_path, dict(
-            command="break_backward", seed=args.seed, eps=EPS, atol=ATOL, rtol=RTOL,
-            ok=all(r.ok for r in rows),
+def run(argv=None) -> int:
+    args = parse_args(PROG, "Gradient-check deliberately wrong backward passes beside the right "
+                      "ones.", argv)
+    print(f"gradcheck of right and deliberately wrong backward passes: float64, slow mode, seed "
+          f"{args.seed}, eps {EPS:g}, atol {ATOL:g}, rtol {RTOL:g}\n")
+    rows = run_cases(seed=args.seed)
+    print(render(rows))
+    ok = all(r.ok for r in rows)
+    if args.json is not None:
+        cli.write_json(args.json, dict(
+            command="break_backward", seed=args.seed, eps=EPS, atol=ATOL, rtol=RTOL, ok=ok,
             rows=[dict(layer=r.layer, variant=r.variant, broken=r.case.broken,
                        function=r.case.fn_cls.__name__, verdict=r.verdict, check=r.report.check,
                        max_abs_err=json_number(r.report.max_abs_err),
@@ -315,8 +240,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        where={"input": r.where_input,
                               "index": None if r.where_index is None else list(r.where_index)},
                        expected_inputs=list(r.case.wrong_inputs)) for r in rows]))
-    return EXIT_OK if all(r.ok for r in rows) else EXIT_FAIL
+    return cli.EXIT_OK if ok else 1
 
 
 if __name__ == "__main__":
-    raise SystemExit(run_main(PROG, main))
+    cli.main(PROG, run)

@@ -25,10 +25,8 @@ several seeds, each variant's paired difference from ``ln`` with its 95 % Studen
 run_log.txt adds the gradient-norm history (a few steps of it; curves.csv and grad_norms.png
 hold every step) and the divergence findings: a run whose loss or gradient norm becomes NaN or
 infinite is reported with its step and value, and the others go on (exit status 1). Outputs,
-options and exit statuses are those of every study command (``experiments._runner``).
+options and exit statuses are those of every study command (``experiments.four_variants``).
 """
-from __future__ import annotations
-
 from typing import List
 
 import numpy as np
@@ -36,11 +34,9 @@ import numpy as np
 import minigrad
 from layers.modules import LayerNorm
 
-from experiments._cli import run_main
 from experiments import _report
-from experiments._runner import Study, Variant
-
-__all__ = ["STUDY", "main", "zero_and_freeze_layernorm_gains", "unigram_loss"]
+from experiments import cli
+from experiments.four_variants import Study, Variant, run_study
 
 
 def zero_and_freeze_layernorm_gains(model) -> None:
@@ -100,11 +96,14 @@ STUDY = Study(
                 note="every LayerNorm gain set to 0 and frozen; biases train"),
     ),
     columns=(("variant", 10),),
-    run_label=lambda v: f"{v.name:10s}",
     closing=closing,
 )
 
-main = STUDY.main  # main(argv=None) -> exit status (see experiments._runner)
+
+def run(argv):
+    """The command: ``run_study(STUDY, argv)``; returns the exit status."""
+    return run_study(STUDY, argv)
+
 
 if __name__ == "__main__":
-    raise SystemExit(run_main(STUDY.prog, main))
+    cli.main(STUDY.prog, run)

@@ -1,194 +1,377 @@
-"""The four-variant run of the chapter "The Details That Matter", on minigrad.
+"""The four-variant run of the chapter "The Details That Matter", on minigrad; and the runner of
+every study (``break_it``, ``activations``, ``positions``, ``hidden_stats`` import it).
 
 Trains a tiny character-level GPT in four configurations, {LayerNorm, RMSNorm} x {GELU MLP,
-SwiGLU MLP}, in the chapter's order (ln+gelu, rms+gelu, ln+swiglu, rms+swiglu), with the
-chapter's hyperparameters: batch 32, block 32, 2 layers, 4 heads, d_model 64, AdamW lr 3e-3
-(PyTorch defaults otherwise, weight_decay 0.01), gradient clipping at norm 1.0, 90/10 train/val
-split. Each variant starts from the same seed, for its initialisation and for its batch stream,
-as the chapter's ``train_variant`` does; so with ``--seeds N`` the variants pair seed by seed.
+SwiGLU MLP}, in the chapter's order, with the chapter's hyperparameters: batch 32, block 32,
+2 layers, 4 heads, d_model 64, AdamW lr 3e-3 (weight_decay 0.01), gradient clipping at 1.0,
+90/10 train/val split. Every variant starts from the same seed, for its initialisation and its
+batches, so with ``--seeds N`` the variants pair seed by seed (95 % Student-t intervals).
 
-Usage::
+    python -m experiments.four_variants --tiny                     # 200 steps, seed 0
+    python -m experiments.four_variants --tiny --seeds 5 --jobs 2  # seeds 0..4, intervals
+    python -m experiments.four_variants --full                     # 2000 steps
 
-    python -m experiments.four_variants --tiny               # 200 steps per variant, seed 0
-    python -m experiments.four_variants --tiny --seeds 5 --jobs 2   # seeds 0..4, intervals
-    python -m experiments.four_variants --full               # 2000 steps per variant
-    python -m experiments.four_variants --steps 500 --seed 1 --corpus my.txt --output-dir out/
+Prints the chapter's table (norm, mlp, params, train, val) and the uniform baseline ln(V);
+train and val are mean losses over every position of each split (at most ``--eval-tokens``).
+Writes into ``--output-dir``: ``run_log.txt``, ``curves.csv``, the PNG figures (with
+matplotlib), ``<norm>_<mlp>.npz`` (``--save-checkpoints``) and last ``results.json``, which
+names them. Each file is complete or absent; nothing else in the folder is touched.
 
-With one seed it prints the chapter's table (norm, mlp, params, train, val) and the uniform
-baseline ln(vocab_size) on stdout. With several seeds each loss is "mean ± sample sd" and the
-closing block follows: each of the chapter's two lessons quoted, with this run's measured
-verdict beside it (parameter difference with its sign, paired loss differences with their 95 %
-Student-t intervals, and whether each interval excludes zero). One progress line per run goes
-to stderr. Train and val are mean losses over every position of each split (fixed windows,
-deterministic; on a corpus whose split exceeds ``--eval-tokens`` positions, default 16384, over
-that many spread evenly over it); the chapter's one-random-batch estimates are recorded in
-results.json.
-
-Writes to ``--output-dir`` (default ``./outputs/four_variants``), all files as one atomic step:
-``run_log.txt`` (the chapter's layout, with the checked lessons), ``results.json``,
-``curves.csv``, ``loss_curves.png`` and ``deltas.png`` (with matplotlib) and, with
-``--save-checkpoints``, ``<norm>_<mlp>.npz``. The machinery is ``experiments._runner``.
-
-Threads: one BLAS thread unless ``--threads N`` or ``OPENBLAS_NUM_THREADS`` says otherwise (on a
-2-core machine shared with other processes the BLAS default of a thread per core was several
-times slower; docs/performance.md, "BLAS threads").
-
-Exit status: 0 when every run trained; 1 when a run's loss became NaN or infinite (that run
-stops with a message naming the step, the others still run, and all outputs are written); 2 on
-bad input or when the outputs cannot be written or the model does not fit in memory (one line
-on stderr naming the problem, nothing written); 130 when interrupted (nothing written).
+Exit status: 0 every run trained; 1 a run's loss became NaN or infinite (it stops there, the
+others go on, everything is written); 2 bad input (one line, nothing written); 130 Ctrl-C.
 """
-from __future__ import annotations
+import concurrent.futures
+import datetime
+import math
+import multiprocessing
+import os
+import secrets
+import signal
+import time
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any, Callable, Dict, Optional, Tuple
 
-import argparse
-from typing import List
+import numpy as np
 
-from gpt import GPTConfig  # noqa: F401 (re-exported for the tests and callers)
+import gpt.train
+from gpt import GPT, GPTConfig
+from gpt.checkpoint import save_checkpoint
+from gpt.config import MLPS, NORMS, POSITIONS
+from gpt.data import CharTokenizer, check_split_length, load_corpus, train_val_split
 
-from experiments import _norm_counts, _report
-from experiments._cli import path_arg, run_main
-from experiments._runner import (EXIT_DIVERGED, EXIT_INTERRUPTED, EXIT_OK, VARIANTS, Study,
-                                 Variant)
+from experiments import _plots, _report, cli
 
 PROG = "python -m experiments.four_variants"
-LESSON_RMS = "RMSNorm: same regularization effect as LayerNorm, ~half the FLOPs."
-LESSON_SWIGLU = ("SwiGLU: gating learns which features to pass through; modest extra params "
-                 "(we scaled hidden_mult=8/3 to roughly match GELU MLP size).")
-NORM_NAME = {"ln": "LayerNorm", "rms": "RMSNorm"}
-MLP_NAME = {"gelu": "GELU", "swiglu": "SwiGLU"}
-
-__all__ = ["STUDY", "main", "table_header", "closing", "EXIT_OK", "EXIT_DIVERGED",
-           "EXIT_INTERRUPTED"]
+TINY_STEPS, FULL_STEPS, MAX_STEPS = 200, 2000, 1_000_000
+TRAIN_FRACTION, WEIGHT_DECAY, CLIP = 0.9, 0.01, 1.0
+EVAL_TOKENS = 16384  # cap on the positions a final loss covers (the built-in corpus: all)
+VARIANTS = (("ln", "gelu"), ("rms", "gelu"), ("ln", "swiglu"), ("rms", "swiglu"))
+steps_arg = cli.bounded_int(1, MAX_STEPS, "steps per run")
 
 
-def table_header() -> str:
-    """The chapter's table header line (one seed)."""
-    return _report.table_header(STUDY, 1)
+@dataclass(frozen=True)
+class Variant:
+    """One arm of a study: ``overrides`` are ``GPTConfig`` fields; ``modify(model)``, a
+    module-level function (picklable, for ``--jobs``), changes the initialised model."""
+    name: str
+    overrides: Dict[str, Any] = field(default_factory=dict)
+    modify: Optional[Callable] = None
+    labels: Dict[str, str] = field(default_factory=dict)
+    note: str = ""
+
+    @property
+    def slug(self):
+        """The name as a file name stem ("ln+gelu" -> "ln_gelu")."""
+        return "".join(c if c.isalnum() or c in "-." else "_" for c in self.name)
 
 
-def _compare(report, a: str, b: str, label: str, who: str) -> str:
-    """One measured line: the paired val-loss difference a - b, its interval and verdict, and
-    every divergence that limits it (``who`` names a's side, e.g. "RMSNorm")."""
-    d = report.paired(a, b, "val_loss")
-    lost = [f"{name} seed {x['seed']} ({x['what']} {x['value']} at step {x['step']})"
-            for name in (a, b) for x in report.summaries[name]["diverged"]]
-    if d["mean"] is None:
-        return f"    {label}: no comparison; diverged: {'; '.join(lost)}"
-    line = f"    {label}: {a} - {b} = {_report.fmt_diff(d)} nats: {d['verdict']}"
-    if d["excludes_zero"]:
-        line += f" ({who} {'lower' if d['mean'] < 0 else 'higher'})"
-    if lost:
-        line += f"; diverged, left out: {'; '.join(lost)}"
-    return line
+@dataclass(frozen=True)
+class Study:
+    """A study command: its variants (the first is the baseline) and how it reports.
 
-
-def closing(report) -> List[str]:
-    """The closing block: each of the chapter's two lessons quoted, with what this run measured
-    beside it. Every number comes from ``report``; nothing here can contradict the table."""
-    n = len(report.seeds)
-    lines = []
-    if n > 1:
-        lines += _report.differences_block(report) + [""]
-    lines += ["Lessons (the chapter's words, quoted; this run's measurement below each):",
-              f'- The chapter: "{LESSON_RMS}"',
-              f"  Measured, final val loss, RMSNorm minus LayerNorm, same MLP, same seeds "
-              f"({n} seed{'s' if n > 1 else ''}):"]
-    for mlp in ("gelu", "swiglu"):
-        lines.append(_compare(report, f"rms+{mlp}", f"ln+{mlp}", f"with {MLP_NAME[mlp]}",
-                              "RMSNorm"))
-    lines += norm_cost_lines(report)
-    p = {name: report.summaries[name]["params"] for name in report.summaries}
-    lines += [f'- The chapter: "{LESSON_SWIGLU}"']
-    for norm in ("ln", "rms"):
-        a, b = p[f"{norm}+swiglu"], p[f"{norm}+gelu"]
-        delta = a - b
-        how = (f"SwiGLU has {delta} more parameters" if delta > 0 else
-               f"SwiGLU has {-delta} fewer parameters" if delta < 0 else
-               "the same number of parameters")
-        verdict = "extra parameters, as the chapter says" if delta > 0 else \
-            "not extra parameters, contrary to the chapter"
-        lines.append(f"  Measured, parameters with {NORM_NAME[norm]}: {norm}+swiglu - "
-                     f"{norm}+gelu = {delta:+d} ({100.0 * delta / b:+.2f}%): {how}, "
-                     f"so {verdict}.")
-    lines.append("  Measured, final val loss, SwiGLU minus GELU, same norm, same seeds:")
-    for norm in ("ln", "rms"):
-        lines.append(_compare(report, f"{norm}+swiglu", f"{norm}+gelu",
-                              f"with {NORM_NAME[norm]}", "SwiGLU"))
-    return lines
-
-
-def norm_cost_lines(report) -> List[str]:
-    """The measured cost of RMSNorm against LayerNorm, for the first lesson.
-
-    FLOPs are counted in this run, by tracing our own ``layernorm_forward/backward`` and
-    ``rmsnorm_forward/backward`` on the run's activation shape (B, T, d_model) (milliseconds;
-    ``experiments._norm_counts.count``). Time is cited from a ``norm_cost`` results.json given
-    with ``--norm-cost PATH``; without it, "not measured in this run".
+    ``columns``: the table's label columns (key, width); ``closing(report) -> lines``: the block
+    after the table (default: the paired differences); ``instrument(job) -> collector``, called
+    in the run as ``collector(step, model)`` at step 0 and every evaluation, its ``result()``
+    kept as the run's ``extra``; ``extra_outputs(report) -> {name: content}``: more files.
     """
-    args = report.plan.args
-    shape = (args.batch_size, args.block_size, args.d_model)
-    inputs = _norm_counts.make_inputs(shape, "float64", 0)
-    ratio = {p: (_norm_counts.count("rms", p, inputs)["flops"]
-                 / _norm_counts.count("ln", p, inputs)["flops"])
-             for p in _norm_counts.PASSES}
-    words = {p: "about half" if abs(r - 0.5) <= 0.1 else
-             f"{'more' if r > 0.5 else 'less'} than half: a {100 * (1 - r):.0f}% saving"
-             for p, r in ratio.items()}
-    lines = [f"  Measured, FLOPs RMSNorm/LayerNorm counted from our code at {shape[0]}x{shape[1]}x"
-             f"{shape[2]}: forward {ratio['forward']:.2f} ({words['forward']}), forward+backward "
-             f"{ratio['forward_backward']:.2f} ({words['forward_backward']})."]
-    claim = getattr(args, "norm_cost", None)
-    if claim is None:
-        lines.append("  Measured, time: not measured in this run (python -m experiments.norm_cost "
-                     "measures it; --norm-cost PATH cites its results.json here).")
-    else:
-        t = claim["time_ratio"]
-        lines.append(f"  Measured by norm_cost ({claim['_path']}), time RMSNorm/LayerNorm at "
-                     f"{t['shape']}: forward {t['forward']:.2f}, forward+backward "
-                     f"{t['forward_backward']:.2f}.")
-    return lines
+    name: str
+    prog: str
+    description: str
+    variants: Tuple[Variant, ...]
+    columns: Tuple[Tuple[str, int], ...] = (("variant", 14),)
+    closing: Optional[Callable] = None
+    instrument: Optional[Callable] = None
+    extra_outputs: Optional[Callable] = None
+    add_arguments: Optional[Callable] = None
+    closing_on_stdout_with_one_seed: bool = True
+
+    @property
+    def baseline(self):
+        return self.variants[0]
+
+    def label(self, variant, key):
+        return variant.labels.get(key, variant.name)
 
 
-def _norm_cost_arg(text: str):
-    """``--norm-cost PATH``: the ``claim`` block of a norm_cost results.json, checked now."""
-    path = path_arg(text)
+def build_parser(study):
+    """The options every study shares (the model's and optimiser's defaults are the chapter's)."""
+    p = cli.ArgumentParser(prog=study.prog, description=study.description)
+    length = p.add_mutually_exclusive_group()
+    length.add_argument("--tiny", action="store_true", help=f"{TINY_STEPS} steps per run")
+    length.add_argument("--full", action="store_true", help=f"{FULL_STEPS} steps per run")
+    p.add_argument("--steps", type=steps_arg, metavar="N", help="steps per run (overrides both)")
+    p.add_argument("--seed", type=cli.nonnegative_int, default=0, metavar="S", help="first seed")
+    p.add_argument("--seeds", type=cli.positive_int, default=1, metavar="N",
+                   help="seeds S .. S+N-1, the same for every variant (paired differences)")
+    p.add_argument("--corpus", type=cli.path_arg, metavar="PATH",
+                   help="a UTF-8 text file (default: the built-in corpus)")
+    p.add_argument("--output-dir", type=cli.path_arg, default=f"outputs/{study.name}",
+                   metavar="DIR", help="where the files go")
+    p.add_argument("--jobs", type=cli.positive_int, metavar="N", help="runs trained at a time, each in "
+                   "a worker process (default: CPUs / --threads); the numbers do not depend on N")
+    p.add_argument("--eval-every", type=cli.positive_int, default=10, metavar="K",
+                   help="validation loss every K steps (curves.csv)")
+    p.add_argument("--eval-tokens", type=cli.positive_int, default=EVAL_TOKENS, metavar="N",
+                   help="each final loss over at most N positions of its split")
+    p.add_argument("--progress-interval", type=cli.positive_float, default=10.0, metavar="S",
+                   help="seconds between a run's progress lines on stderr")
+    p.add_argument("--no-plots", action="store_true", help="do not draw the PNG figures")
+    p.add_argument("--save-checkpoints", action="store_true",
+                   help="write each trained model as <variant>[_seed<S>].npz")
+    cli.add_threads_option(p)
+    g = p.add_argument_group("model and optimiser")
+    for flag, meta, default, what in (
+            ("--batch-size", "B", 32, "windows per step"), ("--block-size", "T", 32, "context"),
+            ("--n-layers", "L", 2, "blocks"), ("--n-heads", "H", 4, "heads, dividing C"),
+            ("--d-model", "C", 64, "width of the residual stream")):
+        g.add_argument(flag, type=cli.positive_int, default=default, metavar=meta, help=what)
+    varied = {k for v in study.variants for k in v.overrides}
+    for name, choices, what in (("norm", NORMS, "normalisation"), ("mlp", MLPS, "MLP"),
+                                ("pos", POSITIONS, "position encoding")):
+        if name not in varied:
+            g.add_argument(f"--{name}", choices=choices, default=choices[0], help=what)
+    g.add_argument("--dtype", choices=("float32", "float64"), default="float32", help="dtype")
+    g.add_argument("--lr", type=cli.positive_float, default=3e-3, help="AdamW learning rate")
+    if study.add_arguments:
+        study.add_arguments(p)
+    return p
+
+
+def memory_lower_bound(config, batch_size, training=True):
+    """Bytes one training step surely holds: weights, gradients and AdamW's two moments (4 x the
+    parameters), each layer's saved activations (>= 18 C a token plus the T x T attention) and
+    the logits with their gradient; without ``training``, the weights and one layer's."""
+    item = np.dtype(config.dtype).itemsize
+    B, T, C = batch_size, config.block_size, config.d_model
+    params = config.vocab_size * C + config.n_layers * 12 * C * C
+    if not training:
+        return (params + B * T * (config.n_heads * T + config.vocab_size)) * item
+    acts = config.n_layers * B * T * (18 * C + config.n_heads * T) + 2 * B * T * config.vocab_size
+    return (4 * params + acts) * item
+
+
+def plan_study(study, args):
+    """Check every input before training; the plan the runs and the report read.
+    Raises ``cli.UsageError`` naming the problem."""
     try:
-        claim = _norm_counts.load_claim(path)
-    except OSError as e:
-        raise argparse.ArgumentTypeError(f"cannot read {path}: {e.strerror or e}") from None
+        text = load_corpus(args.corpus)
+    except (OSError, ValueError) as e:
+        raise cli.UsageError(e if isinstance(e, ValueError) or not e.strerror else
+                             f"cannot read corpus {args.corpus}: {e.strerror}") from None
+    tokenizer = CharTokenizer(text)
+    train_data, val_data = train_val_split(tokenizer.encode(text), TRAIN_FRACTION)
+    try:
+        for name, split in (("training split", train_data), ("validation split", val_data)):
+            check_split_length(split, args.block_size, name)
     except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+        raise cli.UsageError(f"the corpus is too short: {e}") from None
+    base = dict(vocab_size=tokenizer.vocab_size, block_size=args.block_size, dtype=args.dtype,
+                n_layers=args.n_layers, n_heads=args.n_heads, d_model=args.d_model,
+                **{k: getattr(args, k) for k in ("norm", "mlp", "pos") if hasattr(args, k)})
     try:
-        t = claim["time_ratio"]
-        claim = dict(claim, _path=str(path))
-        float(t["forward"]), float(t["forward_backward"]), str(t["shape"])
-    except (KeyError, TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"{path} has no time_ratio block") from None
-    return claim
+        configs = {v.name: GPTConfig(**{**base, **v.overrides}) for v in study.variants}
+    except (TypeError, ValueError) as e:
+        raise cli.UsageError(f"invalid model configuration: {e}") from None
+    need = max(memory_lower_bound(c, args.batch_size) for c in configs.values())
+    have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if need > have:
+        raise cli.UsageError(f"the model and batch need at least {need / 2**30:.1f} GiB of memory "
+                             f"to train, more than this machine's {have / 2**30:.1f} GiB")
+    seeds = list(range(args.seed, args.seed + args.seeds))
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return SimpleNamespace(
+        study=study, args=args, seeds=seeds, text=text, tokenizer=tokenizer,
+        vocab_size=tokenizer.vocab_size, train_data=train_data, val_data=val_data,
+        configs=configs, eval_tokens=args.eval_tokens, train_fraction=TRAIN_FRACTION,
+        weight_decay=WEIGHT_DECAY, clip=CLIP,
+        steps=args.steps or (FULL_STEPS if args.full else TINY_STEPS),
+        corpus_label="built-in" if args.corpus is None else str(args.corpus),
+        run_id=f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}",
+        checkpoint_name=lambda v, s: f"{v.slug}.npz" if len(seeds) == 1 else
+        f"{v.slug}_seed{s}.npz")
 
 
-def _add_arguments(p) -> None:
-    p.add_argument("--norm-cost", type=_norm_cost_arg, default=None, metavar="PATH",
-                   help="a results.json of python -m experiments.norm_cost, cited in the closing "
-                        "block (default: FLOPs counted in this run, time not measured)")
+@dataclass
+class Job:
+    """One (variant, seed) run: everything it needs, picklable for a worker process."""
+    variant: Variant
+    config: GPTConfig
+    seed: int
+    steps: int
+    args: Any
+    train_data: np.ndarray
+    val_data: np.ndarray
+    label: str
+    instrument: Optional[Callable] = None
+
+
+def train_one(job):
+    """Train one variant from one seed (``gpt.train.train``, the chapter's loop); its entry:
+    params, status ("ok" or "diverged", with the step), final and per-step losses, gradient
+    norms, the val curve, seconds, the instrument's result and, with checkpoints, the weights."""
+    args = job.args
+    model = GPT(job.config, seed=job.seed)
+    if job.variant.modify:
+        job.variant.modify(model)
+    rng = np.random.default_rng(job.seed)  # the batches: same seed, same stream for every variant
+    collector = job.instrument(job) if job.instrument else None
+    if collector:
+        collector(0, model)
+    val_curve, t0, last = [], time.perf_counter(), [time.perf_counter()]
+
+    def evaluate(data):
+        return gpt.train.evaluate(model, data, batch_size=args.batch_size,
+                                  max_tokens=args.eval_tokens)
+
+    def on_step(step, loss):
+        now = time.perf_counter()
+        if now - last[0] >= args.progress_interval or step == job.steps:
+            last[0], rate = now, step / (now - t0)
+            eta = f"  ETA {(job.steps - step) / rate:.0f} s" if step < job.steps else ""
+            cli.progress(f"  {job.label} step {step:>{len(str(job.steps))}}/{job.steps}  loss "
+                         f"{loss:.4f}  {rate:6.1f} steps/s  {now - t0:6.1f} s{eta}")
+        if step % args.eval_every == 0 or step == job.steps:
+            val_curve.append([step, evaluate(job.val_data)])
+            if collector:
+                collector(step, model)
+
+    entry = {"name": job.variant.name, "seed": job.seed, **job.variant.labels,
+             "params": model.num_parameters(), "status": "ok", "message": None,
+             "diverged_at": None, "checkpoint": None}
+    try:
+        result = gpt.train.train(model, job.train_data, steps=job.steps, lr=args.lr,
+                                 batch_size=args.batch_size, weight_decay=WEIGHT_DECAY,
+                                 clip=CLIP, rng=rng, on_step=on_step)
+        losses, norms, seconds = result.losses, result.grad_norms, result.seconds
+        with np.errstate(all="ignore"):
+            final = {"train_loss": evaluate(job.train_data), "val_loss": evaluate(job.val_data),
+                     # the chapter's estimate: one batch of each split, continuing the stream
+                     "train_loss_one_batch": gpt.train.estimate_loss(
+                         model, job.train_data, rng, batch_size=args.batch_size),
+                     "val_loss_one_batch": gpt.train.estimate_loss(
+                         model, job.val_data, rng, batch_size=args.batch_size)}
+        bad = [x for x in final.values() if not math.isfinite(x)]
+        if bad:  # every step was finite, but the last update broke the model
+            entry["diverged_at"] = {"step": job.steps, "value": str(bad[0]),
+                                    "what": "final loss (evaluated after the last update)"}
+        if args.save_checkpoints and not bad:
+            entry["_state"] = model.state_dict()
+    except gpt.train.TrainingDiverged as e:
+        cli.progress(f"  {job.label} stopped: {e}")
+        losses, norms, seconds, final = e.losses, e.grad_norms, e.seconds, {}
+        entry["diverged_at"] = {"step": e.step, "what": e.what, "value": str(e.value)}
+    if entry["diverged_at"]:
+        d = entry["diverged_at"]
+        entry.update(status="diverged", message=f"{d['what']} became {d['value']} at step "
+                                                f"{d['step']}")
+    entry.update({k: final.get(k) if not entry["diverged_at"] else None for k in
+                  ("train_loss", "val_loss", "train_loss_one_batch", "val_loss_one_batch")})
+    entry.update(steps_completed=len(losses), loss_curve=[float(x) for x in losses], grad_norms=[float(x) for x in norms],
+                 val_curve=[[s, v if math.isfinite(v) else str(v)] for s, v in val_curve],
+                 seconds=round(seconds, 3), extra=collector.result() if collector else None)
+    return entry
+
+
+def _start_worker():
+    """A worker's first step: Ctrl-C is the parent's to handle (no traceback from a worker)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def train_all(jobs, workers):
+    """Yield each job's entry, in order, trained in ``workers`` worker processes.
+
+    Every run trains in a worker, also with ``--jobs 1``: a worker is spawned (a fresh
+    interpreter), so its NumPy reads the ``OPENBLAS_NUM_THREADS`` that ``cli.main`` set, which
+    this process's NumPy, loaded before ``main`` ran, cannot (two BLAS threads on a busy 2-core
+    machine made a run 5 times slower: docs/performance.md). SIGINT is held while the workers
+    start and ignored once they run; on a Ctrl-C or an error this process stops them at once.
+    """
+    with concurrent.futures.ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("spawn"),
+            initializer=_start_worker) as pool:
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            results = pool.map(train_one, jobs)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        try:
+            yield from results
+        except BaseException:
+            for process in list(pool._processes.values()):  # Python 3.14: terminate_workers()
+                process.terminate()
+            raise
+
+
+def run_study(study, argv):
+    """A study command from top to bottom: arguments, data, runs, report, files; its status."""
+    args = build_parser(study).parse_args(argv)
+    plan = plan_study(study, args)
+    out = cli.check_output_dir(args.output_dir, ("results.json", "run_log.txt", "curves.csv"))
+    jobs = [Job(v, plan.configs[v.name], s, plan.steps, args, plan.train_data, plan.val_data,
+                f"{v.name}{f' s{s}' if len(plan.seeds) > 1 else ''}".ljust(12), study.instrument)
+            for v in study.variants for s in plan.seeds]
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    workers = args.jobs or max(1, cpus // args.threads)
+    cli.progress(f"{study.name}: {len(jobs)} runs x {plan.steps} steps, corpus "
+                 f"{plan.corpus_label} ({len(plan.text)} characters, vocab {plan.vocab_size}), "
+                 f"train/val {len(plan.train_data)}/{len(plan.val_data)} tokens, "
+                 f"{min(workers, len(jobs))} at a time, run {plan.run_id}")
+    runs = []
+    for entry in train_all(jobs, min(workers, len(jobs))):
+        runs.append(entry)
+        cli.progress(_report.run_line(study, entry, len(plan.seeds)))
+    report = _report.Report(plan, runs)
+
+    files = {}
+    for e in runs:
+        if "_state" in e:
+            v = next(v for v in study.variants if v.name == e["name"])
+            model = GPT(plan.configs[v.name], seed=e["seed"])
+            model.load_state_dict(e.pop("_state"))
+            e["checkpoint"] = plan.checkpoint_name(v, e["seed"])
+            files[e["checkpoint"]] = lambda path, m=model: save_checkpoint(
+                m, path, tokenizer=plan.tokenizer, run_id=plan.run_id)
+    plot_note = None if args.no_plots else _plots.add_figures(report, files)
+    files["curves.csv"] = _report.curves_csv(report)
+    files.update(study.extra_outputs(report) if study.extra_outputs else {})
+    files["run_log.txt"] = _report.run_log(report)
+    report.files = sorted([*files, "results.json"])
+    files["results.json"] = _report.results_json(report)
+    cli.write_outputs(out, files)
+
+    for line in _report.stdout_lines(report):
+        print(line)
+    print(f"\nOutputs written to {out.resolve()}")
+    if plot_note:
+        cli.progress(f"{study.name}: {plot_note}")
+    diverged = [f"{e['name']} seed {e['seed']}" for e in runs if e["status"] != "ok"]
+    if diverged:
+        cli.progress(f"{study.prog}: {len(diverged)} run(s) diverged: {', '.join(diverged)}")
+        return cli.EXIT_DIVERGED
+    return cli.EXIT_OK
 
 
 STUDY = Study(
-    name="four_variants",
-    prog=PROG,
+    name="four_variants", prog=PROG,
     description="Train a tiny GPT four ways, {LayerNorm, RMSNorm} x {GELU, SwiGLU}, over one or "
-                "more seeds, and compare their losses (the chapter's run, on minigrad, with "
-                "paired intervals).",
+                "more seeds, and compare their losses (the chapter's run, with paired intervals).",
     variants=tuple(Variant(f"{n}+{m}", {"norm": n, "mlp": m}, labels={"norm": n, "mlp": m})
                    for n, m in VARIANTS),
-    columns=(("norm", 6), ("mlp", 10)),
-    run_label=lambda v: f"{v.labels['norm']:5s} + {v.labels['mlp']:8s}",
-    closing=closing,
-    add_arguments=_add_arguments,
-    closing_on_stdout_with_one_seed=False,
-)
+    columns=(("norm", 6), ("mlp", 10)), closing=_report.four_variants_closing, closing_on_stdout_with_one_seed=False,
+    add_arguments=lambda p: p.add_argument(
+        "--norm-cost", type=_report.norm_cost_arg, metavar="PATH",
+        help="a results.json of python -m experiments.norm_cost, cited in the closing block"))
 
-main = STUDY.main  # main(argv=None) -> exit status (see experiments._runner)
+
+def run(argv):
+    """The command: ``run_study(STUDY, argv)``; returns the exit status."""
+    return run_study(STUDY, argv)
+
 
 if __name__ == "__main__":
-    raise SystemExit(run_main(PROG, main))
+    cli.main(PROG, run)

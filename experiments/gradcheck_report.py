@@ -1,64 +1,112 @@
 """Gradient-check every primitive op of ``minigrad`` and every layer of ``layers``, as a table.
 
-Usage::
+    python -m experiments.gradcheck_report --fast --seed 3 --json report.json
 
-    python -m experiments.gradcheck_report              # slow mode: full Jacobians
-    python -m experiments.gradcheck_report --fast       # fast mode: directional products
-    python -m experiments.gradcheck_report --seed 3 --json report.json
-
-For each op (add, sub, ..., broadcast_to) and each layer (layer_norm, ..., embedding) it runs
-``minigrad.gradcheck_report`` in float64 on small random inputs (random non-unit weights, the
-checker's random Gaussian upstream gradient, test points away from kinks) and prints one row:
-op, input shapes, mode, max absolute error, max relative error, PASS/FAIL and seconds, then a
-one-line summary. Errors are those of ``minigrad.gradcheck``: ``abs err = |analytical -
-numerical|`` and ``rel err = abs err / max(|numerical|, atol)``, maximised over every compared
-entry (Jacobian entries and one J^T G in slow mode; directional products in fast mode).
-
-Exit status: 0 when every check passes; 1 when any fails (the failure messages follow the
-table on stdout); 2 on bad input (one line on stderr, nothing run).
+Each op and layer is checked by ``minigrad.gradcheck_report`` in float64 on small random inputs
+(non-unit weights, a random Gaussian upstream gradient, points away from kinks), in slow mode
+(full Jacobians) or ``--fast`` (directional products): one row of input shapes, max ``|analytical
+- numerical|``, max relative error (over ``max(|numerical|, atol)``), PASS/FAIL and seconds, then
+a summary and the failure messages. Exit status 1 when a check fails. The settings, input
+builders and table are shared with ``experiments.break_backward``.
 """
-from __future__ import annotations
-
+import argparse
 import math
+import os
 import time
-from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence, Tuple
+from pathlib import Path
+from typing import Callable, NamedTuple
 
 import numpy as np
 
 import minigrad
-from minigrad import Tensor
+from minigrad import Tensor, gradcheck_report
 from layers import functional as F
 from layers.rope import build_rope_cache
 
-from experiments._cli import ArgumentParser, run_main, write_json
-from experiments._gradchecks import (EMBEDDING_INDEX, EPS, ATOL, RTOL, add_seed_and_json_options,
-                                     away_from_zero, check, fmt_err, format_table,
-                                     json_number, leaf, start)
+from experiments import cli
 
 PROG = "python -m experiments.gradcheck_report"
-EXIT_OK, EXIT_FAIL = 0, 1
+EPS, ATOL, RTOL = 1e-6, 1e-5, 1e-3   # minigrad.gradcheck's defaults (PyTorch's eps and atol)
+# (B, T) token indices with repeats (1 twice, 3 three times) and unused rows (2, 4) of a
+# 5-row table: an embedding backward must accumulate the repeats and leave the rest at 0.
+EMBEDDING_INDEX = np.array([[1, 3, 1], [0, 3, 3]])
+REPEATED_INDEX = np.array([0, 2, 0, 0])     # rows 0 three times, 2 once, 1 never
 
-__all__ = ["OpCase", "PRIMITIVES", "LAYERS", "ALL_CASES", "run", "format_table",
-           "main"]
+
+# ----------------------------------------------------------------------------- shared
+
+def leaf(a) -> Tensor:
+    """A float64 leaf that requires grad."""
+    return Tensor(np.asarray(a, dtype=np.float64), requires_grad=True)
+
+
+def away_from_zero(rng: np.random.Generator, shape, margin: float = 0.2) -> np.ndarray:
+    """Gaussian entries pushed at least ``margin`` away from 0 (kinks such as ReLU's, poles)."""
+    z = rng.standard_normal(shape)
+    return np.sign(z) * (margin + np.abs(z))
+
+
+def check(fn: Callable, inputs: list, seed: int, fast: bool = False):
+    """``minigrad.gradcheck_report`` of ``fn`` at ``inputs`` with ``EPS, ATOL, RTOL``; ``seed``
+    seeds the upstream gradient (and the directions in fast mode)."""
+    return gradcheck_report(fn, inputs, eps=EPS, atol=ATOL, rtol=RTOL, fast_mode=fast, seed=seed)
+
+
+def format_table(headers, rows, right) -> str:
+    """An aligned plain-text table: a header line, a rule of dashes, one line per row of string
+    cells; ``right[i]`` right-aligns column i. No trailing spaces, no final newline."""
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+
+    def line(cells):
+        return "  ".join(c.rjust(w) if rj else c.ljust(w)
+                         for c, w, rj in zip(cells, widths, right)).rstrip()
+
+    return "\n".join([line(headers), "  ".join("-" * w for w in widths)] + [line(r) for r in rows])
+
+
+def fmt_err(x: float) -> str:
+    """An error as ``1.23e-10``; ``nan`` / ``inf`` spelled out (a check failed before comparing)."""
+    return f"{x:.2e}" if math.isfinite(x) else str(x)
+
+
+def json_number(x: float):
+    """``x`` as a float, or None when it is NaN or infinite (strict JSON has neither)."""
+    return float(x) if math.isfinite(x) else None
+
+
+def json_arg(text: str) -> Path:
+    """``--json PATH``: a file path in an existing folder (not a directory, FIFO or device)."""
+    p = cli.path_arg(text)
+    if os.path.lexists(p) and not p.is_file():
+        raise argparse.ArgumentTypeError(f"{p} is not a regular file; give a file path")
+    if not p.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"directory {p.parent} does not exist")
+    return p
+
+
+def parse_args(prog: str, description: str, argv, fast: bool = False):
+    """The gradient-check commands' options: ``--seed``, ``--json`` (and ``--fast``)."""
+    p = cli.ArgumentParser(prog=prog, description=description)
+    if fast:
+        p.add_argument("--fast", action="store_true",
+                       help="fast mode: Gaussian directional products instead of full Jacobians")
+    p.add_argument("--seed", type=cli.nonnegative_int, default=0, metavar="N",
+                   help="seed of the inputs and upstream gradients")
+    p.add_argument("--json", type=json_arg, default=None, metavar="PATH",
+                   help="also write the rows as JSON to PATH")
+    return p.parse_args(argv)
 
 
 # ----------------------------------------------------------------------------- the cases
 
-@dataclass(frozen=True)
-class OpCase:
-    """One row of the report.
-
-    Attributes:
-        name: the op or layer name as the table shows it (e.g. ``"getitem (repeated index)"``).
-        kind: ``"op"`` (a minigrad primitive) or ``"layer"`` (a hand-derived layer).
-        build: ``rng -> (inputs, fn)``; ``inputs`` as ``minigrad.gradcheck`` takes them (float64
-            Tensors that require grad, plus constants), ``fn(*inputs) -> Tensor``.
-    """
+class OpCase(NamedTuple):
+    """One row: the op or layer name as shown, its kind (``"op"``: a minigrad primitive,
+    ``"layer"``: a hand-derived layer) and ``build(rng) -> (inputs, fn)`` (float64 leaves that
+    require grad, plus constants; ``fn(*inputs) -> Tensor``)."""
 
     name: str
     kind: str
-    build: Callable[[np.random.Generator], Tuple[list, Callable]]
+    build: Callable
 
 
 def _randn(rng, *shape) -> Tensor:
@@ -82,15 +130,12 @@ def _w(rng, *shape, scale=0.5) -> Tensor:
     return leaf(scale * rng.standard_normal(shape))
 
 
-REPEATED_INDEX = np.array([0, 2, 0, 0])     # rows 0 three times, 2 once, 1 never
-
-
 def _split_fn(x):
     parts = minigrad.split(x, [1, 3], axis=0)     # (1, 3), (2, 3), (1, 3)
     return parts[0] * 2.0 + parts[2]              # the middle piece is unused: gradient 0
 
 
-PRIMITIVES: Tuple[OpCase, ...] = (
+PRIMITIVES = (
     OpCase("add", "op", lambda r: ([_randn(r, 2, 3), _randn(r, 3)], lambda a, b: a + b)),
     OpCase("sub", "op", lambda r: ([_randn(r, 2, 3), _randn(r, 2, 1)], lambda a, b: a - b)),
     OpCase("mul", "op", lambda r: ([_randn(r, 2, 3), _randn(r, 1, 3)], lambda a, b: a * b)),
@@ -169,7 +214,7 @@ def _attention_case(causal):
 
 
 
-LAYERS: Tuple[OpCase, ...] = (
+LAYERS = (
     OpCase("layer_norm", "layer", lambda r: ([_randn(r, 2, 4, 8), _gain(r, 8), _w(r, 8)],
                                              F.layer_norm)),
     OpCase("rms_norm", "layer", lambda r: ([_randn(r, 2, 4, 8), _gain(r, 8)], F.rms_norm)),
@@ -194,8 +239,7 @@ LAYERS: Tuple[OpCase, ...] = (
     OpCase("embedding", "layer", lambda r: ([EMBEDDING_INDEX, _randn(r, 5, 4)], F.embedding)),
 )
 
-ALL_CASES: Tuple[OpCase, ...] = PRIMITIVES + LAYERS
-
+ALL_CASES = PRIMITIVES + LAYERS
 
 def _shapes(inputs) -> str:
     """``"(2,3) (3,)"``: the shapes of the array inputs; integer / bool ones marked so."""
@@ -203,84 +247,58 @@ def _shapes(inputs) -> str:
     for x in inputs:
         a = x.data if isinstance(x, Tensor) else x
         if isinstance(a, np.ndarray):
-            s = "(" + ",".join(str(d) for d in a.shape) + ("," if a.ndim == 1 else "") + ")"
-            if a.dtype.kind == "b":
-                s += "bool"
-            elif a.dtype.kind in "iu":
-                s += "int"
-            out.append(s)
+            kind = {"b": "bool", "i": "int", "u": "int"}.get(a.dtype.kind, "")
+            out.append("(" + ",".join(map(str, a.shape)) + ("," if a.ndim == 1 else "") + ")"
+                       + kind)
     return " ".join(out)
 
 
-def run(seed: int = 0, fast: bool = False, cases: Optional[Sequence[OpCase]] = None) -> List[dict]:
-    """Gradient-check each case; one dict per case.
-
-    Args:
-        seed: seeds each case's inputs (``default_rng([seed, i])`` for case i) and the
-            checker's upstream gradient and directions.
-        fast: fast mode (directional products) instead of full Jacobians.
-        cases: the cases to run (default: ``ALL_CASES``).
-
-    Returns:
-        list of dicts with keys ``name, kind, shapes, mode, passed, check, max_abs_err,
-        max_rel_err, seconds, report`` (``report`` the ``minigrad.GradcheckReport``).
-    """
+def run_cases(seed: int = 0, fast: bool = False, cases=None) -> list:
+    """Gradient-check each case (default ``ALL_CASES``; case i's inputs from
+    ``default_rng([seed, i])``); one dict a case: ``name, kind, shapes, mode, passed, check,
+    max_abs_err, max_rel_err, seconds, report`` (the ``minigrad.GradcheckReport``)."""
     rows = []
     for i, case in enumerate(ALL_CASES if cases is None else cases):
-        rng = np.random.default_rng([seed, i])
-        inputs, fn = case.build(rng)
+        inputs, fn = case.build(np.random.default_rng([seed, i]))
         t0 = time.perf_counter()
         rep = check(fn, inputs, seed, fast)
-        dt = time.perf_counter() - t0
         rows.append(dict(name=case.name, kind=case.kind, shapes=_shapes(inputs), mode=rep.mode,
                          passed=rep.passed, check=rep.check, max_abs_err=rep.max_abs_err,
-                         max_rel_err=rep.max_rel_err, seconds=dt, report=rep))
+                         max_rel_err=rep.max_rel_err, seconds=time.perf_counter() - t0,
+                         report=rep))
     return rows
 
 
-def render(rows: List[dict]) -> str:
+def render(rows: list) -> str:
     """The table followed by the one-line summary."""
-    headers = ["op", "kind", "inputs", "mode", "max abs err", "max rel err", "result", "seconds"]
-    right = [False, False, False, False, True, True, False, True]
     cells = [[r["name"], r["kind"], r["shapes"], r["mode"], fmt_err(r["max_abs_err"]),
               fmt_err(r["max_rel_err"]), "PASS" if r["passed"] else "FAIL",
               f"{r['seconds']:.3f}"] for r in rows]
     n_fail = sum(not r["passed"] for r in rows)
     n_ops = sum(r["kind"] == "op" for r in rows)
-    total = sum(r["seconds"] for r in rows)
-    worst_abs = max((r["max_abs_err"] for r in rows if math.isfinite(r["max_abs_err"])),
-                    default=float("nan"))
-    summary = (f"{len(rows) - n_fail} of {len(rows)} passed ({n_ops} ops, {len(rows) - n_ops} "
-               f"layers), {n_fail} failed; largest max abs err {fmt_err(worst_abs)}; "
-               f"{total:.2f} s")
-    return format_table(headers, cells, right) + "\n\n" + summary
+    worst = max((r["max_abs_err"] for r in rows if math.isfinite(r["max_abs_err"])),
+                default=float("nan"))
+    return (format_table(["op", "kind", "inputs", "mode", "max abs err", "max rel err", "result",
+                          "seconds"], cells, [False] * 4 + [True, True, False, True])
+            + f"\n\n{len(rows) - n_fail} of {len(rows)} passed ({n_ops} ops, {len(rows) - n_ops} "
+              f"layers), {n_fail} failed; largest max abs err {fmt_err(worst)}; "
+              f"{sum(r['seconds'] for r in rows):.2f} s")
 
 
-def build_parser() -> ArgumentParser:
-    """The command's argument parser (one-line errors, exit status 2)."""
-    p = ArgumentParser(
-        prog=PROG,
-        description="Gradient-check every minigrad primitive and every layer in float64 against "
-                    "central differences, and print a table of the errors.",
-        epilog="Exit status: 0 all pass; 1 a check failed; 2 bad input or stdout not "
-               "writable (one line on stderr); 130 interrupted.")
-    p.add_argument("--fast", action="store_true",
-                   help="fast mode: Gaussian directional products instead of full Jacobians")
-    add_seed_and_json_options(p)
-    return p
-
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run the command; returns the exit status (see the module docstring)."""
-    args, say, json_path = start(PROG, build_parser(), argv, "every primitive and layer")
+def run(argv=None) -> int:
+    args = parse_args(PROG, "Gradient-check every minigrad primitive and every layer in float64 "
+                      "against central differences, and print a table of the errors.", argv,
+                      fast=True)
     mode = "fast" if args.fast else "slow"
-    rows = run(seed=args.seed, fast=args.fast)
-    say(render(rows))
+    print(f"gradcheck of every primitive and layer: float64, {mode} mode, seed {args.seed}, eps "
+          f"{EPS:g}, atol {ATOL:g}, rtol {RTOL:g}\n")
+    rows = run_cases(seed=args.seed, fast=args.fast)
+    print(render(rows))
     failed = [r for r in rows if not r["passed"]]
     for r in failed:
-        say(f"\n--- {r['name']} ---\n{r['report'].message}")
-    if json_path is not None:
-        write_json(PROG, json_path, dict(
+        print(f"\n--- {r['name']} ---\n{r['report'].message}")
+    if args.json is not None:
+        cli.write_json(args.json, dict(
             command="gradcheck_report", seed=args.seed, mode=mode, eps=EPS, atol=ATOL,
             rtol=RTOL, passed=not failed,
             rows=[dict(op=r["name"], kind=r["kind"], inputs=r["shapes"], mode=r["mode"],
@@ -288,8 +306,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        max_abs_err=json_number(r["max_abs_err"]),
                        max_rel_err=json_number(r["max_rel_err"]),
                        seconds=round(r["seconds"], 6)) for r in rows]))
-    return EXIT_FAIL if failed else EXIT_OK
+    return 1 if failed else cli.EXIT_OK
 
 
 if __name__ == "__main__":
-    raise SystemExit(run_main(PROG, main))
+    cli.main(PROG, run)

@@ -2,7 +2,7 @@
 
 The chapter's step 4 ("Instrument hidden-state statistics") records, every ``stats_every``
 steps, ``tensor_stats(x)`` of the residual stream x entering a block's attention: mean,
-population variance, min, max and kurtosis (``experiments/_tensor_stats.py``, the chapter's
+population variance, min, max and kurtosis (``tensor_stats`` below, the chapter's
 formulas with its two 1e-12 guards). This command trains the tiny GPT with LayerNorm and with
 RMSNorm (the MLP from ``--mlp``, GELU by default; the same seeds, so the runs pair) and, at step
 0 and every ``--eval-every`` K steps (and the last), records those statistics of the residual
@@ -26,9 +26,6 @@ step), ``results.json`` (each run's ``extra.rows``: every statistic at every rec
 step, site, mean, var, min, max, kurtosis) and, with matplotlib, ``hidden_stats.png``.
 Options and exit statuses are the runner's (``python -m experiments.hidden_stats --help``).
 """
-from __future__ import annotations
-
-import dataclasses
 import math
 from typing import Any, Dict, List
 
@@ -38,28 +35,53 @@ import minigrad
 from gpt.capture import capture_residual_stream
 from gpt.data import eval_windows
 
-from experiments._cli import run_main
-from experiments import _report
-from experiments._runner import Study, Variant
-from experiments._tensor_stats import STAT_NAMES, tensor_stats
+from experiments import _plots, _report, cli
+from experiments.four_variants import Study, Variant, run_study
 
 PROG = "python -m experiments.hidden_stats"
 NORM_NAME = {"ln": "LayerNorm", "rms": "RMSNorm"}
 
+# The chapter's step 4, in PyTorch:
+#     flat = x.detach().float().reshape(-1); mean = flat.mean()
+#     var = flat.var(unbiased=False)                 # population variance (divide by n)
+#     std = torch.sqrt(var + 1e-12); centered = flat - mean
+#     kurt = (centered ** 4).mean() / (std ** 4 + 1e-12)
+# The same formulas and guards below, in float64. The kurtosis is the plain fourth standardised
+# moment (3 for a Gaussian); for a constant array var = 0, std = 1e-6 and the kurtosis is 0.
+STAT_NAMES = ("mean", "var", "min", "max", "kurtosis")
+GUARD = 1e-12   # the chapter's guard, in both the std and the kurtosis denominator
 
-class ResidualStats:
-    """The study's instrument factory: ``ResidualStats(probe)(model, variant, seed)`` returns a
-    collector called as ``collector(step, model)``. Picklable (for ``--jobs``).
+
+def tensor_stats(x) -> Dict[str, float]:
+    """Mean, population variance, min, max and kurtosis of all the elements of ``x``.
 
     Args:
-        probe: int array (B, T), the fixed input the statistics are taken on.
+        x: array-like of any shape with at least one element (a ``minigrad.Tensor`` is read
+            through ``np.asarray``).
+
+    Returns:
+        ``{"mean", "var", "min", "max", "kurtosis"}`` as Python floats.
+
+    Raises:
+        ValueError: ``x`` is empty.
     """
+    flat = np.asarray(x, dtype=np.float64).reshape(-1)          # (n,)
+    if flat.size == 0:
+        raise ValueError("tensor_stats: empty array")
+    mean = flat.mean()
+    centered = flat - mean
+    var = np.mean(centered * centered)                          # population variance
+    std = np.sqrt(var + GUARD)
+    kurt = np.mean(centered ** 4) / (std ** 4 + GUARD)
+    return {"mean": float(mean), "var": float(var), "min": float(flat.min()),
+            "max": float(flat.max()), "kurtosis": float(kurt)}
 
-    def __init__(self, probe: np.ndarray) -> None:
-        self.probe = np.asarray(probe)
 
-    def __call__(self, model, variant, seed) -> "_Collector":
-        return _Collector(self.probe)
+def residual_stats(job) -> "_Collector":
+    """The study's instrument (``Study.instrument``), built in the run from its ``Job``: the
+    probe is the first ``batch_size`` evaluation windows of the validation split, (B, T)."""
+    windows = eval_windows(job.val_data, job.config.block_size, job.args.eval_tokens)[0]
+    return _Collector(windows[:job.args.batch_size])
 
 
 def _finite(x: float):
@@ -167,17 +189,15 @@ def stats_csv(report) -> str:
     return "\n".join(lines) + "\n"
 
 
-def stats_figure(plt, report, stage) -> None:
-    """hidden_stats.png (the runner's ``extra_figures`` hook: called only with matplotlib and
-    without --no-plots): variance, kurtosis and max of each site over the steps (mean over
+def stats_figure(report, path) -> None:
+    """hidden_stats.png: variance, kurtosis and max of each site over the steps (mean over
     seeds), LayerNorm solid, RMSNorm dashed."""
     by = stats_by(report)
     sites = _sites(report)
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     panels = (("var", "variance (log scale)", True), ("kurtosis", "kurtosis (Gaussian = 3)",
                                                       False),
               ("max", "max value", False))
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
+    fig, axes = _plots.subplots(1, 3, figsize=(15, 4.4))
     for ax, (stat, label, log) in zip(axes, panels):
         for vi, v in enumerate(report.study.variants):
             for si, site in enumerate(sites):
@@ -186,7 +206,7 @@ def stats_figure(plt, report, stage) -> None:
                 if not pts:
                     continue
                 xs, ys = zip(*pts)
-                ax.plot(xs, ys, color=colors[si % len(colors)],
+                ax.plot(xs, ys, color=f"C{si % 10}",
                         linestyle="-" if vi == 0 else "--", linewidth=1.6,
                         label=f"{v.name} {site}")
         if log:
@@ -201,12 +221,15 @@ def stats_figure(plt, report, stage) -> None:
                fontsize=8, frameon=False)
     fig.suptitle("Residual stream entering each block's attention and MLP (probe batch; "
                  "solid: LayerNorm, dashed: RMSNorm)", fontsize=11)
-    plt.save_png(fig, stage("hidden_stats.png"), rect=(0, 0.12, 1, 0.95))
+    _plots.save(fig, path, rect=(0, 0.12, 1, 0.95))
 
 
-def extra_outputs(report) -> Dict[str, str]:
-    """hidden_stats.csv."""
-    return {"hidden_stats.csv": stats_csv(report)}
+def extra_outputs(report) -> Dict[str, Any]:
+    """hidden_stats.csv, and hidden_stats.png with matplotlib (unless --no-plots)."""
+    files = {"hidden_stats.csv": stats_csv(report)}
+    if _plots.available() and not report.plan.args.no_plots:
+        files["hidden_stats.png"] = lambda path: stats_figure(report, path)
+    return files
 
 
 STUDY = Study(
@@ -220,23 +243,15 @@ STUDY = Study(
               Variant("rms", {"norm": "rms"}, note="RMSNorm (eps 1e-6) in the same places")),
     columns=(("variant", 8),),
     closing=closing,
+    instrument=residual_stats,
     extra_outputs=extra_outputs,
-    extra_figures=stats_figure,
-    output_names=("hidden_stats.csv", "hidden_stats.png"),
 )
 
 
-def prepare(plan) -> Study:
-    """The study with its instrument: the probe batch is the first ``batch_size`` evaluation
-    windows of the validation split (``--eval-tokens`` bounds them on a large corpus)."""
-    probe = eval_windows(plan.val_data, plan.args.block_size,
-                         plan.eval_tokens)[0][:plan.args.batch_size]   # (B, T)
-    return dataclasses.replace(plan.study, instrument=ResidualStats(probe))
+def run(argv):
+    """The command: ``run_study(STUDY, argv)``; returns the exit status."""
+    return run_study(STUDY, argv)
 
-
-STUDY = dataclasses.replace(STUDY, prepare=prepare)
-
-main = STUDY.main  # main(argv=None) -> exit status (see experiments._runner)
 
 if __name__ == "__main__":
-    raise SystemExit(run_main(PROG, main))
+    cli.main(PROG, run)

@@ -1,153 +1,137 @@
-"""Tests of experiments._cli's argument types and of how the commands depend on each other."""
+"""experiments.cli: argument types, one-line errors and exit statuses, complete-or-absent files."""
 import argparse
-import ast
-from pathlib import Path
+import json
+import os
 
 import pytest
 
-from experiments._cli import bounded_int
-from experiments._runner import MAX_STEPS, steps_arg
-
-EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+from experiments import cli
 
 
-@pytest.mark.parametrize("lo, text, value", [(0, "0", 0), (1, "1", 1), (1, " 7 ", 7),
-                                             (3, "10", 10), (0, "+5", 5)])
-def test_bounded_int_accepts_lo_to_hi(lo, text, value):
-    assert bounded_int(lo, 10)(text) == value
+@pytest.mark.parametrize("parse, text, value", [
+    (cli.positive_int, "3", 3), (cli.nonnegative_int, "0", 0), (cli.bounded_int(1, 5), "5", 5),
+    (cli.positive_float, "0.5", 0.5), (cli.nonnegative_float, "0", 0.0)])
+def test_argument_types_accept(parse, text, value):
+    assert parse(text) == value
 
 
-@pytest.mark.parametrize("lo, text, message", [
-    (0, "-1", "expected a non-negative integer, got '-1'"),
-    (1, "0", "expected a positive integer, got '0'"),
-    (3, "2", "expected an integer >= 3, got '2'"),
-    (1, "1.5", "expected an integer, got '1.5'"),
-    (1, "1e3", "expected an integer, got '1e3'"),
-    (1, "1001", "1001 is more than the maximum of 1,000 things (a reason)"),
-])
-def test_bounded_int_names_the_problem(lo, text, message):
-    with pytest.raises(argparse.ArgumentTypeError) as e:
-        bounded_int(lo, 1000, "things", "a reason")(text)
-    assert str(e.value) == message
+@pytest.mark.parametrize("parse, text, words", [
+    (cli.positive_int, "0", ">= 1"), (cli.positive_int, "1.5", "integer"),
+    (cli.positive_int, "1e3", "integer"), (cli.nonnegative_int, "-1", ">= 0"),
+    (cli.bounded_int(1, 5, "steps"), "6", "maximum of 5 steps"),
+    (cli.positive_float, "0", "> 0"), (cli.positive_float, "nan", "finite"),
+    (cli.nonnegative_float, "x", "number"), (cli.path_arg, "", "empty path")])
+def test_argument_types_name_the_problem(parse, text, words):
+    with pytest.raises(argparse.ArgumentTypeError, match=words):
+        parse(text)
 
 
-def test_steps_arg_is_1_to_max_steps():
-    assert steps_arg("1") == 1 and steps_arg(str(MAX_STEPS)) == MAX_STEPS
-    with pytest.raises(argparse.ArgumentTypeError, match="positive"):
-        steps_arg("0")
-    with pytest.raises(argparse.ArgumentTypeError,
-                       match=f"more than the maximum of {MAX_STEPS:,} steps per run"):
-        steps_arg(str(MAX_STEPS + 1))
+def _run_main(run, argv=()):
+    with pytest.raises(SystemExit) as e:
+        cli.main("prog", run, list(argv))
+    return e.value.code
 
 
-def _imported_modules(path):
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            yield from (a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            yield node.module
-            if node.module == "experiments":
-                yield from (f"experiments.{a.name}" for a in node.names)
+def test_a_bad_argument_is_one_line_and_status_2(capsys):
+    def run(argv):
+        p = cli.ArgumentParser(prog="prog")
+        p.add_argument("--steps", type=cli.positive_int, default=3)
+        p.parse_args(argv)
+        return cli.EXIT_OK
+    assert _run_main(run, ["--steps", "0"]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("prog: error: argument --steps")
 
 
-def test_no_command_imports_another_command():
-    """Commands share machinery through the private modules (experiments/_*.py) only."""
-    commands = {f"experiments.{p.stem}" for p in EXPERIMENTS.glob("*.py")
-                if not p.stem.startswith("_")}
-    assert "experiments.four_variants" in commands and "experiments.norm_cost" in commands
-    found = {(p.name, m) for p in EXPERIMENTS.glob("*.py") for m in _imported_modules(p)
-             if m in commands}
-    assert found == set()
+@pytest.mark.parametrize("exc, status, line", [
+    (cli.UsageError("no such corpus"), 2, "prog: error: no such corpus\n"),
+    (PermissionError(13, "Permission denied", "/out/x"), 2, "prog: error: /out/x: Permission denied\n"),
+    (KeyboardInterrupt(), 130, "prog: interrupted\n")])
+def test_main_turns_an_exception_into_one_line_and_a_status(capsys, exc, status, line):
+    def run(argv):
+        raise exc
+    assert _run_main(run) == status
+    assert capsys.readouterr().err == line
 
 
-# --------------------------------------------------------------------- Ctrl-C while starting
-def _python(code: str, timeout: float = 60):
-    import os
-    import subprocess
-    import sys
-    import signal
-    env = dict(os.environ, PYTHONPATH=str(EXPERIMENTS.parent))
-    # SIGINT as a terminal gives it, even when pytest runs as a background job of a
-    # non-interactive shell (which starts it with SIGINT ignored, and children inherit that)
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=str(EXPERIMENTS.parent),
-                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+def test_main_returns_the_status_of_run(capsys):
+    assert _run_main(lambda argv: cli.EXIT_DIVERGED) == cli.EXIT_DIVERGED
 
 
-def test_ctrl_c_while_a_command_starts_is_one_line_and_130():
-    # What experiments/__init__.py installs when Python runs a command with -m; the signal is
-    # sent by the process to itself, so the test does not depend on timing.
-    r = _python("import os, signal, sys, time\n"
-                "sys.orig_argv = ['python', '-m', 'experiments.four_variants', '--tiny']\n"
-                "from experiments._startup import interrupt_quietly_while_starting\n"
-                "interrupt_quietly_while_starting()\n"
-                "os.kill(os.getpid(), signal.SIGINT)\n"
-                "time.sleep(30)\n")
-    assert r.returncode == 130
-    assert r.stderr == "python -m experiments.four_variants: interrupted; nothing written\n"
-    assert r.stdout == ""
+def test_main_sets_the_blas_threads_from_the_option(monkeypatch):
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    _run_main(lambda argv: 0)
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "1"
+    _run_main(lambda argv: 0, ["--threads", "2"])
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "2"
 
 
-def test_run_main_gives_ctrl_c_back_to_python_before_main():
-    import signal
-    from experiments import _cli, _startup
+def test_write_outputs_writes_in_order_and_removes_nothing_else(tmp_path):
+    (tmp_path / "ln_gelu.npz").write_text("the user's")
+    (tmp_path / "deltas.png").write_text("the user's too")
+    cli.write_outputs(tmp_path / "out", {"a.txt": "text", "b.bin": b"\x00\x01",
+                                         "sub/c.txt": lambda p: open(p, "w").write("c")})
+    cli.write_outputs(tmp_path, {"results.json": "{}"})
+    assert (tmp_path / "out" / "a.txt").read_text() == "text"
+    assert (tmp_path / "out" / "b.bin").read_bytes() == b"\x00\x01"
+    assert (tmp_path / "out" / "sub" / "c.txt").read_text() == "c"
+    assert sorted(os.listdir(tmp_path)) == ["deltas.png", "ln_gelu.npz", "out", "results.json"]
+    assert (tmp_path / "ln_gelu.npz").read_text() == "the user's"
+
+
+def test_a_callable_writes_a_path_that_ends_like_the_name(tmp_path):
     seen = []
-    previous = signal.getsignal(signal.SIGINT)
-    try:
-        signal.signal(signal.SIGINT, _startup._interrupted_while_starting)
-        assert signal.getsignal(signal.SIGINT) is _startup._interrupted_while_starting
-        assert _cli.run_main("prog", lambda argv: seen.append(signal.getsignal(signal.SIGINT))
-                             or 0, []) == 0
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    assert seen == [signal.default_int_handler]  # Ctrl-C inside main is a KeyboardInterrupt
+    cli.write_outputs(tmp_path, {"ln_gelu.npz": lambda p: (seen.append(p), open(p, "w").close())})
+    assert seen[0].endswith("ln_gelu.npz") and not os.path.exists(seen[0])
 
 
-def test_a_command_ignores_ctrl_c_once_done_and_a_library_call_does_not():
-    import signal
-    from experiments import _cli, _startup
-    previous = signal.getsignal(signal.SIGINT)
-    try:
-        signal.signal(signal.SIGINT, _startup._interrupted_while_starting)  # python -m's
-        assert _cli.run_main("prog", lambda argv: 0, []) == 0
-        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # Python's shutdown is safe
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # a test's, a notebook's
-        assert _cli.run_main("prog", lambda argv: 0, []) == 0
-        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    finally:
-        signal.signal(signal.SIGINT, previous)
+@pytest.mark.parametrize("exc", [OSError(28, "No space left on device"), KeyboardInterrupt()])
+def test_a_file_cut_short_is_absent_and_leaves_no_temporary(tmp_path, exc):
+    (tmp_path / "b.txt").write_text("old")
+
+    def half(path):
+        open(path, "w").write("half")
+        raise exc
+    with pytest.raises(type(exc)):
+        cli.write_outputs(tmp_path, {"a.txt": "a", "b.txt": half, "c.txt": "c"})
+    assert sorted(os.listdir(tmp_path)) == ["a.txt", "b.txt"]
+    assert (tmp_path / "b.txt").read_text() == "old"
 
 
-def test_ctrl_c_while_files_were_moved_says_where_they_are(capsys):
-    from experiments import _cli
-    from experiments._atomic import InterruptedAfterCommit
-
-    def main(argv):
-        raise InterruptedAfterCommit("/some/dir")
-
-    assert _cli.run_main("prog", main, []) == 130
-    assert capsys.readouterr().err == "prog: interrupted; outputs already written to /some/dir\n"
+def test_write_json_is_strict_json(tmp_path):
+    cli.write_json(tmp_path / "r.json", {"loss": 1.5})
+    assert json.loads((tmp_path / "r.json").read_text()) == {"loss": 1.5}
+    with pytest.raises(ValueError):
+        cli.write_json(tmp_path / "bad.json", {"loss": float("nan")})
+    assert sorted(os.listdir(tmp_path)) == ["r.json"]
 
 
-def test_importing_experiments_as_a_library_leaves_ctrl_c_alone():
-    r = _python("import signal, experiments.four_variants\n"
-                "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n")
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "True"
+def test_check_output_dir_rejects_a_file_and_creates_nothing(tmp_path):
+    (tmp_path / "f").write_text("")
+    for path in (tmp_path / "f", tmp_path / "f" / "out"):
+        with pytest.raises(cli.UsageError, match="not a directory"):
+            cli.check_output_dir(path)
+    assert cli.check_output_dir(tmp_path / "new" / "out") == tmp_path / "new" / "out"
+    assert os.listdir(tmp_path) == ["f"]
 
 
-@pytest.mark.skipif(not hasattr(__import__("signal"), "pthread_sigmask"), reason="POSIX only")
-def test_processes_started_while_workers_start_inherit_sigint_blocked():
-    # run_jobs starts its worker processes inside sigint_blocked(): a Ctrl-C to the terminal's
-    # process group cannot interrupt them half-way through Python's start-up.
-    import signal
+def test_a_destination_that_is_not_a_regular_file_is_refused_before_any_write(tmp_path):
+    (tmp_path / "results.json").mkdir()
+    os.mkfifo(tmp_path / "run_log.txt")
+    for name in ("results.json", "run_log.txt"):
+        with pytest.raises(cli.UsageError, match="not a regular file"):
+            cli.write_outputs(tmp_path, {"a.txt": "a", name: "{}"})
+    assert sorted(os.listdir(tmp_path)) == ["results.json", "run_log.txt"]
+
+
+def test_importing_the_commands_changes_nothing():
     import subprocess
     import sys
-    from experiments._processes import sigint_blocked
-    probe = ("import signal; print(signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, []))")
-    with sigint_blocked():
-        assert signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
-        inside = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
-    outside = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
-    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
-    assert (inside.stdout.strip(), outside.stdout.strip()) == ("True", "False")
+    code = ("import os, signal, experiments.cli, experiments.four_variants;"
+            "assert signal.getsignal(signal.SIGINT) is signal.default_int_handler;"
+            "assert 'OPENBLAS_NUM_THREADS' not in os.environ; print('ok')")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout == "ok\n", out.stderr

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import io
 import json
 import os
 import stat
@@ -18,7 +17,7 @@ import pytest
 
 pytestmark = pytest.mark.slow  # runs the commands as subprocesses; leave out with -m "not slow"
 
-from experiments import _runner, four_variants
+from experiments import cli, four_variants
 from experiments._cli import run_main
 from gpt import GPT, GPTConfig
 from experiments._atomic import atomic_write_text
@@ -124,9 +123,9 @@ def test_the_default_cap_leaves_the_built_in_corpus_evaluated_whole():
     text = load_corpus()
     ids = CharTokenizer(text).encode(text)
     n_train = int(0.9 * len(ids))
-    assert _runner.EVAL_TOKENS > n_train - 1   # every train and val position is evaluated
-    p = _runner.build_parser(four_variants.STUDY)
-    assert p.parse_args([]).eval_tokens == _runner.EVAL_TOKENS
+    assert four_variants.EVAL_TOKENS > n_train - 1   # every train and val position is evaluated
+    p = four_variants.build_parser(four_variants.STUDY)
+    assert p.parse_args([]).eval_tokens == four_variants.EVAL_TOKENS
 
 
 # ---------------------------------------------------------------- 2. interrupts, special files
@@ -162,18 +161,17 @@ def test_an_output_path_that_is_a_fifo_is_refused_and_left_alone(tmp_path):
 
 
 STAGES = {  # stage -> (module, attribute) raising KeyboardInterrupt there
-    "reading": ("experiments._runner", "load_corpus"),
+    "reading": ("experiments.four_variants", "load_corpus"),
     "tokenising": ("gpt.data", "CharTokenizer.encode"),
-    "building": ("experiments._runner", "GPT"),
-    "training": ("gpt.train", "train"),
-    "evaluating": ("experiments._runner", "evaluate"),
-    "writing": ("experiments._runner", "save_checkpoint"),
+    "training": ("experiments.four_variants", "train_all"),   # the workers: a real SIGINT below
+    "drawing": ("experiments._plots", "add_figures"),
+    "writing": ("experiments.four_variants", "save_checkpoint"),
 }
 
 
 @pytest.mark.parametrize("stage", sorted(STAGES))
-def test_ctrl_c_at_every_stage_is_one_line_130_and_nothing_written(stage, tmp_path, monkeypatch,
-                                                                   capsys):
+def test_ctrl_c_at_every_stage_is_one_line_130_and_no_file_half_written(stage, tmp_path,
+                                                                        monkeypatch, capsys):
     module, attr = STAGES[stage]
     obj = importlib.import_module(module)
     if "." in attr:
@@ -181,30 +179,36 @@ def test_ctrl_c_at_every_stage_is_one_line_130_and_nothing_written(stage, tmp_pa
         obj = getattr(obj, cls)
 
     def interrupt(*a, **k):
+        if stage == "writing":
+            Path(a[1]).write_bytes(b"half")   # the checkpoint's temporary file, half written
         raise KeyboardInterrupt
 
     monkeypatch.setattr(obj, attr, interrupt)
     out = tmp_path / "out"
-    rc = run_main(four_variants.PROG, four_variants.main,
-                  ["--steps", "2", *TINY, "--save-checkpoints", "--output-dir", str(out)])
+    with pytest.raises(SystemExit) as ei:
+        cli.main(four_variants.PROG, four_variants.run,
+                 ["--steps", "2", *TINY[:-1], "--save-checkpoints", "--output-dir", str(out)])
     err = capsys.readouterr().err.strip().splitlines()
-    assert rc == 130
-    assert err[-1] == f"{four_variants.PROG}: interrupted; nothing written"
+    assert ei.value.code == 130
+    assert err[-1] == f"{four_variants.PROG}: interrupted"
     assert not any("Traceback" in line for line in err)
-    assert not out.exists()
+    assert not out.exists() or list(out.iterdir()) == []
 
 
 OTHER_STAGES = {  # command -> (function raising KeyboardInterrupt, arguments)
     "experiments.norm_cost": ("measure_shape", ["--tiny", "--repeats", "1"]),
-    "experiments.gradcheck_report": ("run", ["--fast", "--json", "rows.json"]),
-    "experiments.break_backward": ("run", ["--json", "rows.json"]),
+    "experiments.gradcheck_report": ("run_cases", ["--fast", "--json", "rows.json"]),
+    "experiments.break_backward": ("run_cases", ["--json", "rows.json"]),
     "experiments.generate": ("load_checkpoint", ["--prompt", "It"]),
+    "experiments.bench": ("in_fresh_process", ["--sizes", "tiny", "--no-reference", "--json",
+                                               "b.json"]),
 }
 
 
 @pytest.mark.parametrize("module", sorted(OTHER_STAGES))
 def test_ctrl_c_in_the_other_commands_is_one_line_130_and_nothing_written(
         module, tmp_path, monkeypatch, capsys, checkpoint):
+    from experiments import cli
     mod = importlib.import_module(module)
     attr, args = OTHER_STAGES[module]
 
@@ -217,24 +221,27 @@ def test_ctrl_c_in_the_other_commands_is_one_line_130_and_nothing_written(
         args = args + ["--checkpoint", str(checkpoint)]
     elif module == "experiments.norm_cost":
         args = args + ["--output-dir", str(tmp_path / "out")]
-    rc = run_main(mod.PROG, mod.main, args)
-    err = capsys.readouterr().err.strip().splitlines()
-    assert rc == 130 and err[-1] == f"{mod.PROG}: interrupted; nothing written"
-    assert not any("Traceback" in line for line in err)
-    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    with pytest.raises(SystemExit) as e:
+        cli.main(mod.PROG, mod.run, args)
+    assert e.value.code == 130
+    assert capsys.readouterr().err.splitlines()[-1] == f"{mod.PROG}: interrupted"
+    # no file written (norm_cost made its output folder, empty, when it checked it)
+    assert [p for p in tmp_path.rglob("*") if not p.is_dir()] == []
 
 
 def test_ctrl_c_in_generate_is_one_line_130(checkpoint, monkeypatch, capsys):
+    from experiments import cli
     import experiments.generate as g
 
     def interrupt(*a, **k):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(g, "generate", interrupt)
-    rc = run_main(g.PROG, g.main, ["--checkpoint", str(checkpoint), "--prompt", "It"])
+    with pytest.raises(SystemExit) as e:
+        cli.main(g.PROG, g.run, ["--checkpoint", str(checkpoint), "--prompt", "It"])
     cap = capsys.readouterr()
-    assert rc == 130 and cap.out == ""
-    assert cap.err.strip().splitlines() == [f"{g.PROG}: interrupted; nothing written"]
+    assert e.value.code == 130 and cap.out == ""
+    assert cap.err.splitlines() == [f"{g.PROG}: interrupted"]
 
 
 def test_a_real_sigint_during_training_is_one_line_130(tmp_path):
@@ -245,7 +252,7 @@ def test_a_real_sigint_during_training_is_one_line_130(tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 130, r.stderr
     err = r.stderr.strip().splitlines()
-    assert err[-1] == "python -m experiments.four_variants: interrupted; nothing written"
+    assert err[-1] == "python -m experiments.four_variants: interrupted"
     assert "Traceback" not in r.stderr and r.stdout == ""
     assert not out.exists()
 
@@ -300,48 +307,30 @@ def test_an_absurd_step_count_is_refused_before_anything_runs(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_a_run_estimated_over_a_day_is_warned_about_once(monkeypatch):
-    monkeypatch.setattr(_runner, "_WARNED", [])
-    now = [0.0]
-
-    def drive(steps, runs):
-        now[0] = 0.0
-        stream = io.StringIO()
-        p = _runner._Progress("ln", steps, tty=False, stream=stream, interval=1e9,
-                              clock=lambda: now[0], warn_after=2.0, prog="cmd", runs=runs)
-        for step in range(1, 30):       # 10 steps/s
-            now[0] = step / 10.0
-            p(step, 1.0)
-        return [ln for ln in stream.getvalue().splitlines() if "warning" in ln]
-
-    assert drive(1000, 1) == []            # 1000 steps at 10 steps/s: 100 s
-    assert drive(5000, 4) == []            # 4 runs of 500 s: 33 min
-    w = drive(300_000, 4)                  # 4 runs of 3e4 s = 8.3 h each: 33.3 h in all
-    assert len(w) == 1 and "8.3 h for its 300,000 steps" in w[0] and "33.3 h" in w[0]
-    assert "10.0 steps/s" in w[0]
-    assert drive(1_000_000, 1) == []       # once per process
-
-
 # ---------------------------------------------------------------- 5. stale files
 
 
-def test_an_earlier_runs_files_are_replaced_as_one_set(tmp_path, capsys):
+def test_a_run_removes_nothing_it_did_not_write(tmp_path):
     out = tmp_path / "out"
+    out.mkdir()
+    (out / "ln_gelu.npz").write_bytes(b"the user's own")     # a name a run could write
+    (out / "deltas.png").write_bytes(b"the user's figure")
+    (out / "notes.txt").write_text("mine")
     args = ["--steps", "1", *TINY, "--output-dir", str(out)]
-    assert four_variants.main(args + ["--save-checkpoints"]) == 0
+    with pytest.raises(SystemExit) as ei:
+        cli.main(four_variants.PROG, four_variants.run, args + ["--save-checkpoints"])
+    assert ei.value.code == 0
     first = json.loads((out / "results.json").read_text())
-    model = load_checkpoint(out / "ln_gelu.npz")
-    assert model.run_id == first["run_id"]                     # which run made it
-    (out / "notes.txt").write_text("mine")                     # not the run's: kept
-    (out / "other.npz").write_bytes(b"x")
-    assert four_variants.main(args) == 0                       # no checkpoints this time
+    assert load_checkpoint(out / "ln_gelu.npz").run_id == first["run_id"]   # rewritten by it
+    assert "ln_gelu.npz" in first["files"] and "rms_swiglu.npz" in first["files"]
+    with pytest.raises(SystemExit) as ei:
+        cli.main(four_variants.PROG, four_variants.run, args)   # no checkpoints this time
     second = json.loads((out / "results.json").read_text())
-    assert second["run_id"] != first["run_id"]
-    names = {p.name for p in out.iterdir()}
-    assert names == {"results.json", "run_log.txt", "curves.csv", "notes.txt", "other.npz"}
     assert set(second["files"]) == {"results.json", "run_log.txt", "curves.csv"}
-    assert {"ln_gelu.npz", "rms_swiglu.npz"} <= set(second["removed_from_an_earlier_run"])
-    assert "removed 4 file(s) of an earlier run" in capsys.readouterr().err
+    assert (out / "deltas.png").read_bytes() == b"the user's figure"   # --no-plots: untouched
+    assert (out / "notes.txt").read_text() == "mine"
+    assert {"ln_gelu.npz", "rms_swiglu.npz"} <= {p.name for p in out.iterdir()}   # not removed
+    assert not [p for p in out.iterdir() if p.name.startswith(".tmp-")]
 
 
 def test_a_checkpoint_without_a_run_id_loads_with_none(tmp_path):
@@ -357,10 +346,10 @@ def test_a_checkpoint_without_a_run_id_loads_with_none(tmp_path):
 
 def _parser(module):
     mod = importlib.import_module(module)
-    return _runner.build_parser(mod.STUDY) if hasattr(mod, "STUDY") else mod.build_parser()
+    return four_variants.build_parser(mod.STUDY)
 
 
-@pytest.mark.parametrize("module", COMMANDS)
+@pytest.mark.parametrize("module", STUDIES)
 def test_every_option_shows_its_help_and_default(module):
     p = _parser(module)
     fmt = p._get_formatter()
@@ -373,13 +362,26 @@ def test_every_option_shows_its_help_and_default(module):
         assert "default" in text.lower() or "(required)" in text, (module, action.option_strings)
 
 
+@pytest.mark.parametrize("module", ["experiments.norm_cost", "experiments.bench",
+                                    "experiments.break_backward", "experiments.gradcheck_report",
+                                    "experiments.generate"])
+def test_help_of_the_other_commands_explains_every_option(module, tmp_path):
+    r = _run([module, "--help"], tmp_path)
+    assert r.returncode == 0 and r.stderr == "" and r.stdout.startswith(f"usage: python -m {module}")
+    entries = r.stdout.split("\n  -")[2:]    # after the usage and -h: one entry an option
+    assert len(entries) >= 2
+    for entry in entries:
+        words = " ".join(entry.split()[1:])
+        assert len(words) > 20 and ("default" in words or "required" in words), entry
+
+
 def test_help_of_a_study_shows_the_model_sizes_with_their_defaults(tmp_path):
     r = _run(["experiments.four_variants", "--help"], tmp_path)
     assert r.returncode == 0
     flat = " ".join(r.stdout.split())
     for opt, default in (("--batch-size B", 32), ("--block-size T", 32), ("--n-layers L", 2),
                          ("--n-heads H", 4), ("--d-model C", 64),
-                         ("--eval-tokens N", _runner.EVAL_TOKENS)):
+                         ("--eval-tokens N", four_variants.EVAL_TOKENS)):
         # argparse heads the list "options:" from Python 3.10, "optional arguments:" before
         i = flat.index(opt, flat.index("options:" if "options:" in flat else "optional arguments:"))
-        assert f"(default {default}" in flat[i:i + 200], opt
+        assert f"(default: {default}" in flat[i:i + 200], opt

@@ -5,6 +5,7 @@ import pytest
 from gpt import GPT, GPTConfig, load_checkpoint, save_checkpoint
 from gpt.checkpoint import load_tokenizer
 from gpt.data import CharTokenizer
+from experiments import cli
 from experiments import generate as generate_cli
 from gpt.sample import generate
 
@@ -21,6 +22,10 @@ def _model(seed=3, scale=0.3):
     model.load_state_dict({k: v * scale + rng.normal(0, 0.3, v.shape)
                            for k, v in model.state_dict().items()})
     return model
+
+
+def _main(argv):
+    cli.main(generate_cli.PROG, generate_cli.run, argv)
 
 
 def _softmax(z):
@@ -50,7 +55,7 @@ def test_a_checkpoint_without_vocabulary_loads_and_generation_says_why_not(tmp_p
     with pytest.raises(ValueError, match="carries no character vocabulary"):
         load_tokenizer(path)
     with pytest.raises(SystemExit) as e:
-        generate_cli.main(["--checkpoint", str(path), "--prompt", "abc"])
+        _main(["--checkpoint", str(path), "--prompt", "abc"])
     assert e.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "carries no character vocabulary" in err[0]
@@ -121,7 +126,7 @@ def ckpt(tmp_path):
 
 
 def test_cli_prints_prompt_and_new_text(ckpt, capsys):
-    assert generate_cli.main(["--checkpoint", str(ckpt), "--prompt", "hbc",
+    assert generate_cli.run(["--checkpoint", str(ckpt), "--prompt", "hbc",
                               "--max-new-tokens", "7", "--temperature", "0"]) == 0
     text = capsys.readouterr().out
     assert text.endswith("\n") and len(text) == 3 + 7 + 1 and text.startswith("hbc")
@@ -129,7 +134,7 @@ def test_cli_prints_prompt_and_new_text(ckpt, capsys):
     greedy = generate(load_checkpoint(ckpt), tok.encode("hbc")[None], 7, temperature=0)
     assert text[:-1] == tok.decode(greedy[0])
     for _ in range(2):
-        generate_cli.main(["--checkpoint", str(ckpt), "--prompt", "abc", "--seed", "4",
+        generate_cli.run(["--checkpoint", str(ckpt), "--prompt", "abc", "--seed", "4",
                            "--top-k", "5", "--temperature", "0.9", "--max-new-tokens", "9"])
     a, b = capsys.readouterr().out.splitlines()
     assert a == b and len(a) == 12
@@ -147,7 +152,7 @@ def test_cli_prints_prompt_and_new_text(ckpt, capsys):
 ])
 def test_cli_bad_input_is_one_line_exit_2(ckpt, args, needle, capsys):
     with pytest.raises(SystemExit) as e:
-        generate_cli.main(["--checkpoint", str(ckpt), *args])
+        _main(["--checkpoint", str(ckpt), *args])
     assert e.value.code == 2
     captured = capsys.readouterr()
     err = captured.err.strip().splitlines()
@@ -160,7 +165,7 @@ def test_cli_bad_checkpoint_is_one_line_exit_2(tmp_path, capsys):
     for path, needle in ((tmp_path / "missing.npz", "not found"), (junk, "cannot read"),
                          (tmp_path, "directory")):
         with pytest.raises(SystemExit) as e:
-            generate_cli.main(["--checkpoint", str(path), "--prompt", "a"])
+            _main(["--checkpoint", str(path), "--prompt", "a"])
         assert e.value.code == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and needle in err[0]
@@ -196,7 +201,7 @@ def test_an_invalid_config_names_the_checkpoint(ckpt, tmp_path, capsys, config, 
         assert str(ei.value).startswith(f"checkpoint {bad} has an invalid config: ")
         assert needle in str(ei.value)
     with pytest.raises(SystemExit) as e:
-        generate_cli.main(["--checkpoint", str(bad), "--prompt", "a"])
+        _main(["--checkpoint", str(bad), "--prompt", "a"])
     assert e.value.code == 2
     captured = capsys.readouterr()
     err = captured.err.strip().splitlines()
@@ -209,9 +214,6 @@ def test_cli_refuses_a_checkpoint_whose_config_cannot_fit_in_memory(ckpt, tmp_pa
     """A hand-edited config claiming 10^9 layers: refused in one line before any allocation."""
     import json
     from gpt.checkpoint import META_KEY
-    from experiments._runner import physical_memory
-    if physical_memory() is None:
-        pytest.skip("this platform does not report its physical memory")
     with np.load(ckpt, allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
     meta = json.loads(str(arrays[META_KEY][()]))
@@ -221,7 +223,7 @@ def test_cli_refuses_a_checkpoint_whose_config_cannot_fit_in_memory(ckpt, tmp_pa
     with open(edited, "wb") as f:
         np.savez(f, **arrays)
     with pytest.raises(SystemExit) as e:
-        generate_cli.main(["--checkpoint", str(edited), "--prompt", "a"])
+        _main(["--checkpoint", str(edited), "--prompt", "a"])
     assert e.value.code == 2
     captured = capsys.readouterr()
     err = captured.err.strip().splitlines()
@@ -231,10 +233,10 @@ def test_cli_refuses_a_checkpoint_whose_config_cannot_fit_in_memory(ckpt, tmp_pa
 def test_four_variants_checkpoints_generate_text(tmp_path, capsys):
     from experiments import four_variants
     out = tmp_path / "fv"
-    assert four_variants.main(["--steps", "1", "--save-checkpoints", "--n-layers", "1",
+    assert four_variants.run(["--steps", "1", "--save-checkpoints", "--n-layers", "1",
                                "--output-dir", str(out)]) == 0
     capsys.readouterr()
-    assert generate_cli.main(["--checkpoint", str(out / "rms_swiglu.npz"), "--prompt",
+    assert generate_cli.run(["--checkpoint", str(out / "rms_swiglu.npz"), "--prompt",
                               "It is a truth", "--max-new-tokens", "20"]) == 0
     text = capsys.readouterr().out
     assert text.startswith("It is a truth") and len(text) == 13 + 20 + 1

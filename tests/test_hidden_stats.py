@@ -1,4 +1,4 @@
-"""Tests of the chapter's hidden-state statistics (experiments._tensor_stats), the residual
+"""Tests of the chapter's hidden-state statistics (experiments.hidden_stats.tensor_stats), the residual
 stream capture (gpt.capture) and `python -m experiments.hidden_stats`."""
 import csv
 import json
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import minigrad
-from experiments import _runner, hidden_stats
-from experiments._tensor_stats import tensor_stats
+from experiments import cli, four_variants, hidden_stats
+from experiments.hidden_stats import tensor_stats
 from gpt import GPT, GPTConfig
 from gpt.capture import capture_residual_stream
 from layers.functional import embedding
@@ -105,12 +105,13 @@ def test_collecting_statistics_does_not_change_the_losses():
     data = CharTokenizer(text).encode(text)
     train, val = train_val_split(data)
     cfg = GPTConfig(vocab_size=48, block_size=8, n_layers=2, n_heads=2, d_model=16)
-    probe = eval_windows(val, 8)[0][:4]
+    args = four_variants.build_parser(hidden_stats.STUDY).parse_args(
+        ["--batch-size", "4", "--eval-every", "2"])
     entries = []
-    for instrument in (None, hidden_stats.ResidualStats(probe)):
-        spec = _runner.JobSpec(_runner.Variant("ln", {"norm": "ln"}), cfg, 0, 6, 4, 3e-3, 2,
-                               train, val, "ln", instrument=instrument)
-        entries.append(_runner.run_job(spec))
+    for instrument in (None, hidden_stats.residual_stats):
+        job = four_variants.Job(four_variants.Variant("ln", {"norm": "ln"}), cfg, 0, 6, args,
+                                train, val, "ln", instrument=instrument)
+        entries.append(four_variants.train_one(job))
     plain, instrumented = entries
     for k in ("loss_curve", "grad_norms", "val_curve", "train_loss", "val_loss",
               "train_loss_one_batch", "val_loss_one_batch"):
@@ -122,10 +123,19 @@ def test_collecting_statistics_does_not_change_the_losses():
 
 # ---------------------------------------------------------------- the command
 
+
+def main(args):
+    """The command as ``python -m`` runs it (``cli.main``): its exit status."""
+    with pytest.raises(SystemExit) as ei:
+        cli.main(hidden_stats.PROG, hidden_stats.run, args)
+    return ei.value.code
+
+
+
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("hs") / "out"
-    return hidden_stats.main(TINY + ["--seeds", "2", "--output-dir", str(out)]), out
+    return main(TINY + ["--seeds", "2", "--output-dir", str(out)]), out
 
 
 def test_command_writes_table_csv_and_plot(small_run):
@@ -164,14 +174,14 @@ def test_command_writes_table_csv_and_plot(small_run):
 def test_jobs_2_gives_the_same_statistics(small_run, tmp_path):
     _, out = small_run
     out2 = tmp_path / "out2"
-    assert hidden_stats.main(TINY + ["--seeds", "2", "--jobs", "2", "--no-plots",
+    assert main(TINY + ["--seeds", "2", "--jobs", "2", "--no-plots",
                                      "--output-dir", str(out2)]) == 0
     assert (out2 / "hidden_stats.csv").read_text() == (out / "hidden_stats.csv").read_text()
     assert not (out2 / "hidden_stats.png").exists()
 
 
 def test_one_seed_prints_the_statistics_table(tmp_path, capsys):
-    assert hidden_stats.main(TINY + ["--steps", "2", "--no-plots", "--output-dir",
+    assert main(TINY + ["--steps", "2", "--no-plots", "--output-dir",
                                      str(tmp_path / "o")]) == 0
     out = capsys.readouterr().out
     assert "Residual stream entering each block's attention" in out
@@ -184,9 +194,8 @@ def test_one_seed_prints_the_statistics_table(tmp_path, capsys):
     (["--steps", "x"], "--steps"),
 ])
 def test_bad_input_is_one_line_exit_2(args, needle, tmp_path, capsys):
-    with pytest.raises(SystemExit) as e:
-        hidden_stats.main(TINY + args + ["--output-dir", str(tmp_path / "o")])
+    code = main(TINY + args + ["--output-dir", str(tmp_path / "o")])
     cap = capsys.readouterr()
-    assert e.value.code == 2 and cap.out == ""
+    assert code == 2 and cap.out == ""
     assert len(cap.err.strip().splitlines()) == 1 and needle in cap.err
     assert not (tmp_path / "o").exists()

@@ -15,7 +15,14 @@ from gpt import GPT, GPTConfig, load_checkpoint
 from gpt.train import train
 from layers.modules import Identity, LayerNorm, RMSNorm
 
-from experiments import activations, break_it, positions
+from experiments import activations, break_it, cli, positions
+
+
+def main(module, args):
+    """The study as ``python -m`` runs it (``cli.main``): its exit status."""
+    with pytest.raises(SystemExit) as ei:
+        cli.main(module.STUDY.prog, module.run, args)
+    return ei.value.code
 
 TINY = ["--steps", "3", "--n-layers", "2", "--d-model", "16", "--n-heads", "2",
         "--block-size", "8", "--eval-every", "3", "--seeds", "2", "--no-plots"]
@@ -82,7 +89,7 @@ def test_a_frozen_parameter_gets_no_gradient_and_no_update():
 @pytest.fixture(scope="module")
 def break_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("break") / "out"
-    rc = break_it.main(TINY + ["--output-dir", str(out), "--save-checkpoints"])
+    rc = main(break_it, TINY + ["--output-dir", str(out), "--save-checkpoints"])
     return rc, out
 
 
@@ -117,7 +124,7 @@ def test_unigram_loss_by_hand():
 
 def test_break_it_divergence_is_a_finding_not_a_crash(tmp_path, capsys):
     out = tmp_path / "out"
-    rc = break_it.main(TINY + ["--steps", "6", "--lr", "1e6", "--output-dir", str(out)])
+    rc = main(break_it, TINY + ["--steps", "6", "--lr", "1e6", "--output-dir", str(out)])
     err = capsys.readouterr().err
     assert rc == 1 and "Traceback" not in err
     res, rows, log = _load(out)
@@ -138,7 +145,7 @@ def test_break_it_divergence_is_a_finding_not_a_crash(tmp_path, capsys):
 
 def test_activations(tmp_path, capsys):
     out = tmp_path / "out"
-    assert activations.main(TINY + ["--output-dir", str(out)]) == 0
+    assert main(activations, TINY + ["--output-dir", str(out)]) == 0
     res, _, log = _check_structure(out, ["gelu", "relu2", "swiglu"])
     p = {v["name"]: v["params"] for v in res["variants"]}
     C, L = 16, 2
@@ -152,7 +159,7 @@ def test_activations(tmp_path, capsys):
 
 def test_positions(tmp_path, capsys):
     out = tmp_path / "out"
-    assert positions.main(TINY + ["--output-dir", str(out)]) == 0
+    assert main(positions, TINY + ["--output-dir", str(out)]) == 0
     res, _, log = _check_structure(out, ["learned", "rope"])
     p = {v["name"]: v["params"] for v in res["variants"]}
     assert p["learned"] - p["rope"] == 8 * 16  # the block_size x d_model table
@@ -167,9 +174,8 @@ def test_positions(tmp_path, capsys):
     (positions, ["--d-model", "12", "--n-heads", "4"], "head_dim"),  # RoPE needs an even one
 ])
 def test_bad_input_is_one_line_and_exit_2(module, args, needle, tmp_path, capsys):
-    with pytest.raises(SystemExit) as ei:
-        module.main(TINY + args + ["--output-dir", str(tmp_path / "out")])
+    code = main(module, TINY + args + ["--output-dir", str(tmp_path / "out")])
     cap = capsys.readouterr()
-    assert ei.value.code == 2 and cap.out == ""
+    assert code == 2 and cap.out == ""
     assert len(cap.err.strip().splitlines()) == 1 and needle in cap.err
     assert "Traceback" not in cap.err and not (tmp_path / "out").exists()

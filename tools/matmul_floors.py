@@ -19,7 +19,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before NumPy loads, as the
 
 import numpy as np  # noqa: E402
 
-from experiments.bench import step_matmuls  # noqa: E402
+from experiments.bench import Floor  # noqa: E402
 from gpt import GPTConfig  # noqa: E402
 
 
@@ -30,16 +30,11 @@ def main():
         sys.stderr.write("tools/matmul_floors.py: needs torch (pip install -e \".[parity]\")\n")
         return 2
     torch.set_num_threads(int(os.environ["OPENBLAS_NUM_THREADS"]))
-    shapes = step_matmuls(GPTConfig(vocab_size=48), 32)
-    rng = np.random.default_rng(0)
-    ops = [(rng.standard_normal((b, m, k), dtype=np.float32),
-            rng.standard_normal((b, k, n), dtype=np.float32),
-            np.empty((b, m, n), dtype=np.float32)) for b, m, k, n in shapes]
-    tops = [tuple(torch.from_numpy(a) for a in op) for op in ops]
+    floor = Floor(GPTConfig(vocab_size=48), 32, np.random.default_rng(0))
+    tops = [tuple(torch.from_numpy(a) for a in op) for op in floor.ops]
 
     def numpy_step():
-        for a, b, out in ops:
-            np.matmul(a, b, out=out)
+        floor.step(None)
 
     def torch_step():
         for a, b, out in tops:
@@ -55,7 +50,7 @@ def main():
             for _ in range(10):
                 steps[k]()
             times[k].append((time.perf_counter() - t0) / 10 * 1e3)
-    gflop = sum(2.0 * b * m * k * n for b, m, k, n in shapes) / 1e9
+    gflop = floor.gflop
     for k, t in times.items():
         print(f"{k:6s} {np.median(t):6.2f} ms ({min(t):.2f}-{max(t):.2f}) for {gflop:.2f} GFLOP "
               f"of matrix products, {gflop / np.median(t) * 1e3:.0f} GFLOP/s")
