@@ -231,8 +231,8 @@ def test_cli_refuses_a_checkpoint_whose_config_cannot_fit_in_memory(ckpt, tmp_pa
 def test_four_variants_checkpoints_generate_text(tmp_path, capsys):
     from experiments import four_variants
     out = tmp_path / "fv"
-    assert four_variants.main(["--steps", "1", "--save-checkpoints", "--n-layers", "1",
-                               "--output-dir", str(out)]) == 0
+    assert four_variants.run(["--steps", "1", "--save-checkpoints", "--n-layers", "1",
+                              "--output-dir", str(out)]) == 0
     capsys.readouterr()
     assert generate_cli.main(["--checkpoint", str(out / "rms_swiglu.npz"), "--prompt",
                               "It is a truth", "--max-new-tokens", "20"]) == 0
