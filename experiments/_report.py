@@ -53,10 +53,10 @@ class Report:
     def paired(self, a: str, b: str, metric: str = "val_loss") -> Dict[str, Any]:
         """Paired difference ``a - b`` of ``metric`` over the seeds where both trained
         (``_stats.paired_difference``, plus ``seeds``: the seeds used)."""
-        ra = {e["seed"]: e for e in self.runs_of(a) if e["status"] == "ok" and e[metric] is not None}
-        rb = {e["seed"]: e for e in self.runs_of(b) if e["status"] == "ok" and e[metric] is not None}
+        ra, rb = ({e["seed"]: e[metric] for e in self.runs_of(n) if e["status"] == "ok"}
+                  for n in (a, b))
         seeds = [s for s in self.seeds if s in ra and s in rb]
-        d = _stats.paired_difference([ra[s][metric] for s in seeds], [rb[s][metric] for s in seeds])
+        d = _stats.paired_difference([ra[s] for s in seeds], [rb[s] for s in seeds])
         d["seeds"] = seeds
         return d
 
@@ -228,7 +228,8 @@ def divergence_findings(report: Report) -> List[str]:
         lines = [f"Divergence: none (every loss and gradient norm stayed finite for "
                  f"{report.plan.steps} steps)."]
     else:
-        lines = ["Divergence (a run stops where its loss or gradient norm became NaN or inf):"] + found
+        lines = ["Divergence (a run stops where its loss or gradient norm became NaN or inf):",
+                 *found]
     worse = [f"  {e['name']} seed {e['seed']}: val {_f(e['val_loss'])}" for e in report.runs
              if e["status"] == "ok" and e["val_loss"] is not None
              and e["val_loss"] > report.uniform_baseline]
@@ -290,23 +291,14 @@ def run_log(report: Report) -> str:
 
 
 def _versions() -> Dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
     try:
-        from importlib.metadata import version
         pkg = version("minigrad-gpt")
-    except Exception:  # not installed: fall back to the engine's version string
+    except PackageNotFoundError:  # run from a source tree: the engine's version
         import minigrad
-        pkg = getattr(minigrad, "__version__", "unknown")
+        pkg = minigrad.__version__
     return {"minigrad-gpt": pkg, "python": platform.python_version(),
             "numpy": np.__version__, "platform": platform.platform()}
-
-
-def _sha256(text: str, chunk: int = 1 << 20) -> str:
-    """SHA-256 of ``text`` in UTF-8, encoded 1 Mi characters at a time (no second copy of a
-    large corpus)."""
-    h = hashlib.sha256()
-    for i in range(0, len(text), chunk):
-        h.update(text[i:i + chunk].encode("utf-8"))
-    return h.hexdigest()
 
 
 def results_dict(report: Report) -> Dict[str, Any]:
@@ -341,26 +333,20 @@ def results_dict(report: Report) -> Dict[str, Any]:
                 "name": "built-in: Jane Austen, Pride and Prejudice (1813), opening of "
                         "chapter 1, Project Gutenberg eBook #1342" if args.corpus is None
                         else Path(args.corpus).name,
-                "sha256": _sha256(plan.text),
+                "sha256": hashlib.sha256(plan.text.encode("utf-8")).hexdigest(),
                 "characters": len(plan.text), "vocab_size": plan.vocab_size,
                 "train_fraction": plan.train_fraction,
                 "train_tokens": int(len(plan.train_data)), "val_tokens": int(len(plan.val_data)),
             },
             "evaluation": {
                 "train_loss/val_loss": "mean cross-entropy (nats/token) over the split's "
-                                       "target positions (at most eval_tokens), fixed windows "
-                                       "of block_size",
+                                       "target positions (*_loss_tokens of them), fixed windows",
                 "eval_tokens": cap,
                 "train_windows": tokens["train"][0], "val_windows": tokens["val"][0],
                 "train_loss_tokens": tokens["train"][1], "val_loss_tokens": tokens["val"][1],
                 "val_curve_tokens": tokens["val"][1],
-                "tokens": "train_loss_tokens/val_loss_tokens: target positions each final loss "
-                          "covers (every position of the split when it has at most eval_tokens, "
-                          "else windows spread evenly over it); val_curve_tokens: the same for "
-                          "each val_curve point",
-                "train_loss_one_batch/val_loss_one_batch":
-                    "the chapter's estimate: loss on one random batch of batch_size windows, "
-                    "drawn after training from the same generator",
+                "train_loss_one_batch/val_loss_one_batch": "the chapter's estimate: one random "
+                                                           "batch, drawn after training",
                 "statistics": "per variant: mean and sample sd (ddof 1) over the seeds that "
                               "trained; difference_from_baseline: paired by seed, mean with a "
                               "95% Student-t interval (t quantile computed exactly)",

@@ -267,7 +267,8 @@ def train_one(job):
                                                 f"{d['step']}")
     entry.update({k: final.get(k) if not entry["diverged_at"] else None for k in
                   ("train_loss", "val_loss", "train_loss_one_batch", "val_loss_one_batch")})
-    entry.update(steps_completed=len(losses), loss_curve=[float(x) for x in losses], grad_norms=[float(x) for x in norms],
+    entry.update(steps_completed=len(losses), loss_curve=[float(x) for x in losses],
+                 grad_norms=[float(x) for x in norms],
                  val_curve=[[s, v if math.isfinite(v) else str(v)] for s, v in val_curve],
                  seconds=round(seconds, 3), extra=collector.result() if collector else None)
     return entry
@@ -362,7 +363,8 @@ STUDY = Study(
                 "more seeds, and compare their losses (the chapter's run, with paired intervals).",
     variants=tuple(Variant(f"{n}+{m}", {"norm": n, "mlp": m}, labels={"norm": n, "mlp": m})
                    for n, m in VARIANTS),
-    columns=(("norm", 6), ("mlp", 10)), closing=_report.four_variants_closing, closing_on_stdout_with_one_seed=False,
+    columns=(("norm", 6), ("mlp", 10)), closing=_report.four_variants_closing,
+    closing_on_stdout_with_one_seed=False,  # one seed: exactly the chapter's table
     add_arguments=lambda p: p.add_argument(
         "--norm-cost", type=_report.norm_cost_arg, metavar="PATH",
         help="a results.json of python -m experiments.norm_cost, cited in the closing block"))

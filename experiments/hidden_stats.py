@@ -19,12 +19,12 @@ Usage::
     python -m experiments.hidden_stats --tiny                  # 200 steps, seed 0
     python -m experiments.hidden_stats --steps 500 --seeds 3 --eval-every 25 --jobs 2
 
-Prints the loss table and the statistics table. Writes, as one atomic step, to ``--output-dir`` (default ``./outputs/hidden_stats``): the
-runner's ``run_log.txt`` (the loss table, then the statistics table at the first and last
-step), ``results.json`` (each run's ``extra.rows``: every statistic at every recorded step),
-``curves.csv``, the runner's figures, and ``hidden_stats.csv`` (variant, seed,
-step, site, mean, var, min, max, kurtosis) and, with matplotlib, ``hidden_stats.png``.
-Options and exit statuses are the runner's (``python -m experiments.hidden_stats --help``).
+Prints the loss table and the statistics table. Writes to ``--output-dir`` (default
+``outputs/hidden_stats``) what every study writes (``run_log.txt`` with the statistics table at
+the first and last step, ``results.json`` with every statistic in each run's ``extra.rows``,
+``curves.csv``, the figures), and ``hidden_stats.csv`` (variant, seed, step, site, mean, var,
+min, max, kurtosis) and, with matplotlib, ``hidden_stats.png``. Options and exit statuses are
+those of every study (``python -m experiments.hidden_stats --help``).
 """
 import math
 from typing import Any, Dict, List
