@@ -278,6 +278,19 @@ def alias(value: Any, other: Any, name: str, other_name: str, default: Any, fn: 
     return other
 
 
+def generator(rng: Any) -> np.random.Generator:
+    """A Module's init source: ``rng`` itself, or a fresh unseeded Generator for None.
+
+    Raises:
+        TypeError: for anything else (e.g. an int seed).
+    """
+    if rng is None:
+        return np.random.default_rng()
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy Generator or None, got {type(rng).__name__}")
+    return rng
+
+
 def float_dtype(dtype: Any, fn: str) -> np.dtype:
     """``np.dtype(dtype)`` for a dtype argument, which must be floating.
 
