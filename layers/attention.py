@@ -48,7 +48,7 @@ import numpy as np
 
 from minigrad import Function, Module, Tensor
 
-from ._checks import (boolean, divides, even_head_dim, float_dtype, float_input, generator,
+from .checks import (boolean, divides, even_head_dim, float_dtype, float_input, generator,
                       packed_qkv, positive_int, qkv_shapes, same_dtype, sequence_input)
 from .linear import Linear
 from .rope import apply_rope, build_rope_cache

@@ -35,7 +35,7 @@ import numpy as np
 
 from minigrad import Function
 
-from ._checks import (choice, float_input, index_range, int_input, integer, last_dim, non_empty,
+from .checks import (choice, float_input, index_range, int_input, integer, last_dim, non_empty,
                       shape_is, unit_interval)
 
 __all__ = ["cross_entropy", "cross_entropy_forward", "cross_entropy_backward",

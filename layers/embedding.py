@@ -28,7 +28,7 @@ import numpy as np
 
 from minigrad import Function, Module, Parameter, Tensor
 
-from ._checks import float_dtype, generator, index_range, int_input, matrix_input, positive_int
+from .checks import float_dtype, generator, index_range, int_input, matrix_input, positive_int
 
 __all__ = ["embedding", "embedding_forward", "embedding_backward", "EmbeddingFunction",
            "Embedding"]

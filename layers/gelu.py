@@ -44,7 +44,7 @@ import numpy as np
 
 from minigrad import Function, Module, Tensor
 
-from ._checks import float_input, generator, positive_int
+from .checks import float_input, generator, positive_int
 from ._erf import erfc
 from .linear import Linear
 from .relu2 import relu2

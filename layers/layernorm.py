@@ -32,7 +32,7 @@ import numpy as np
 
 from minigrad import Function, Module, Parameter, Tensor
 
-from ._checks import check_eps, float_dtype, float_input, last_dim, norm_param, positive_int
+from .checks import check_eps, float_dtype, float_input, last_dim, norm_param, positive_int
 
 __all__ = ["layernorm_forward", "layernorm_backward", "LayerNormFunction", "layer_norm",
            "LayerNorm", "Identity"]

@@ -27,7 +27,7 @@ import numpy as np
 
 from minigrad import Function, Module, Parameter, Tensor
 
-from ._checks import (float_dtype, float_input, generator, last_dim, matrix_input, positive_int,
+from .checks import (float_dtype, float_input, generator, last_dim, matrix_input, positive_int,
                       same_dtype, shape_is)
 
 __all__ = ["linear", "linear_forward", "linear_backward", "LinearFunction", "Linear"]

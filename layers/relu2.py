@@ -26,7 +26,7 @@ import numpy as np
 
 from minigrad import Function, Tensor
 
-from ._checks import float_input
+from .checks import float_input
 
 __all__ = ["relu2_forward", "relu2_backward", "ReLU2Function", "relu2"]
 

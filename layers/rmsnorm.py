@@ -33,7 +33,7 @@ import numpy as np
 
 from minigrad import Function, Module, Parameter, Tensor
 
-from ._checks import check_eps, float_dtype, float_input, last_dim, norm_param, positive_int
+from .checks import check_eps, float_dtype, float_input, last_dim, norm_param, positive_int
 
 __all__ = ["rmsnorm_forward", "rmsnorm_backward", "RMSNormFunction", "rms_norm", "RMSNorm"]
 

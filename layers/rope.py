@@ -31,7 +31,7 @@ import numpy as np
 
 from minigrad import Function
 
-from ._checks import (even_head_dim, float_dtype, integer, positive_int, positive_number,
+from .checks import (even_head_dim, float_dtype, integer, positive_int, positive_number,
                       rope_table, sequence_input)
 
 __all__ = ["build_rope_cache", "apply_rope", "rope_forward", "rope_backward", "rotate_half",

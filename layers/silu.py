@@ -27,7 +27,7 @@ import numpy as np
 
 from minigrad import Function, Tensor
 
-from ._checks import float_input
+from .checks import float_input
 
 __all__ = ["sigmoid_stable", "silu_forward", "silu_backward", "dsilu", "SiLUFunction", "silu"]
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from minigrad import Function
 
-from ._checks import alias, axis_index, float_input
+from .checks import alias, axis_index, float_input
 
 __all__ = ["softmax", "softmax_forward", "softmax_backward", "SoftmaxFunction"]
 

@@ -39,7 +39,7 @@ import numpy as np
 
 from minigrad import Function, Module, Tensor
 
-from ._checks import float_input, generator, last_dim, matrix_input, positive_int, shape_is
+from .checks import float_input, generator, last_dim, matrix_input, positive_int, shape_is
 from .linear import Linear
 from .silu import dsilu, sigmoid_stable
 
