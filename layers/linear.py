@@ -46,7 +46,7 @@ def linear_forward(x, weight, bias=None):
     x2 = x.reshape(-1, C)                     # (N, C), a view when x is contiguous
     out = x2 @ weight.T                       # (N, O)
     if bias is not None:
-        out += bias                           # broadcast over rows
+        out = out + bias                      # broadcast over rows
     return out.reshape(x.shape[:-1] + (weight.shape[0],)), (x, weight, bias is not None)  # (..., O)
 
 
