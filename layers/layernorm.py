@@ -44,9 +44,10 @@ def layernorm_forward(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: 
     Returns (out, cache): ``out`` of x's shape and dtype, ``cache = (xhat, weight, rstd)``.
     """
     mean = np.mean(x, axis=-1, keepdims=True)                   # (..., 1)
-    var = np.mean((x - mean) ** 2, axis=-1, keepdims=True)      # (..., 1) biased, two-pass
+    xc = x - mean                                               # (..., C) x - mean
+    var = np.mean(xc * xc, axis=-1, keepdims=True)              # (..., 1) biased, two-pass
     rstd = 1.0 / np.sqrt(var + eps)                             # (..., 1)
-    xhat = (x - mean) * rstd                                    # (..., C)
+    xhat = xc * rstd                                            # (..., C)
     out = xhat * weight + bias                                  # (..., C)
     return out, (xhat, weight, rstd)
 
