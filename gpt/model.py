@@ -23,10 +23,15 @@ from typing import Optional, Tuple
 import numpy as np
 
 from minigrad import Module, ModuleList, Tensor
+from layers.attention import CausalSelfAttention
 from layers.checks import index_range
-from layers.functional import cross_entropy, embedding, linear
-from layers.modules import (MLP, CausalSelfAttention, Embedding, Identity, LayerNorm, RMSNorm,
-                            SwiGLU)
+from layers.cross_entropy import cross_entropy
+from layers.embedding import Embedding, embedding
+from layers.gelu import MLP
+from layers.layernorm import Identity, LayerNorm
+from layers.linear import linear
+from layers.rmsnorm import RMSNorm
+from layers.swiglu import SwiGLU
 
 from .config import GPTConfig
 

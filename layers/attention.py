@@ -23,7 +23,7 @@ Backward (the matmul rule dA = dC B^T, dB = A^T dC twice, and the softmax JVP be
 
     dv = P^T dout                            (B, H, Tk, hv)
     dP = dout v^T                            (B, H, Tq, Tk)
-    dS = P * (dP - rowsum(dP * P))           (B, H, Tq, Tk)   softmax JVP; 0 where masked
+    dS = P * dP - P * rowsum(P * dP)         (B, H, Tq, Tk)   softmax JVP; 0 where masked
     dq = dS k / sqrt(hs)                     (B, H, Tq, hs)
     dk = dS^T q / sqrt(hs)                   (B, H, Tk, hs)
 
@@ -46,13 +46,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from minigrad import Function
+from minigrad import Function, Module, Tensor
 
-from ._checks import (boolean, divides, float_input, packed_qkv, positive_int, qkv_shapes,
-                      same_dtype, sequence_input)
+from .checks import (boolean, divides, even_head_dim, float_dtype, float_input, generator,
+                      packed_qkv, positive_int, qkv_shapes, same_dtype, sequence_input)
+from .linear import Linear
+from .rope import apply_rope, build_rope_cache
 
 __all__ = ["scaled_dot_product_attention", "attention_forward", "attention_backward",
-           "AttentionFunction", "multi_head_attention", "MultiHeadAttentionFunction"]
+           "AttentionFunction", "multi_head_attention", "MultiHeadAttentionFunction",
+           "CausalSelfAttention"]
 
 
 def _future_mask(tq, tk):
@@ -71,13 +74,11 @@ def attention_forward(q, k, v, is_causal=False):
         (out, cache): out (..., Tq, hv); cache = (q, k, v, P, scale).
     """
     scale = q.dtype.type(1.0 / np.sqrt(q.shape[-1]))  # 1/sqrt(hs) in the inputs' dtype
-    P = q @ np.swapaxes(k, -1, -2)                    # (B, H, Tq, Tk) raw scores
-    P *= scale                                        # S = q k^T / sqrt(hs)
+    S = (q @ np.swapaxes(k, -1, -2)) * scale          # (B, H, Tq, Tk) scores
     if is_causal:
-        np.copyto(P, -np.inf, where=_future_mask(P.shape[-2], P.shape[-1]))  # S_ij = -inf, j > i
-    P -= np.max(P, axis=-1, keepdims=True)            # row max is finite: column 0 is visible
-    np.exp(P, out=P)                                  # exp(-inf) = 0 exactly at masked entries
-    P /= np.sum(P, axis=-1, keepdims=True)            # P = softmax(S)        (B, H, Tq, Tk)
+        S = np.where(_future_mask(S.shape[-2], S.shape[-1]), -np.inf, S)  # -inf where j > i
+    e = np.exp(S - np.max(S, axis=-1, keepdims=True))  # row max finite: column 0 is visible
+    P = e / np.sum(e, axis=-1, keepdims=True)         # softmax(S); exactly 0 where masked
     out = P @ v                                       # (B, H, Tq, hv)
     return out, (q, k, v, P, scale)
 
@@ -97,11 +98,9 @@ def attention_backward(dout, cache, needs=(True, True, True)):
     dv = np.swapaxes(P, -1, -2) @ dout if needs[2] else None   # dv = P^T dout   (B, H, Tk, hv)
     if not (needs[0] or needs[1]):
         return None, None, dv
-    dS = dout @ np.swapaxes(v, -1, -2)                # dP = dout v^T             (B, H, Tq, Tk)
-    dS *= P                                           # P * dP
-    rs = np.sum(dS, axis=-1, keepdims=True)           # rowsum(dP * P)            (B, H, Tq, 1)
-    dS -= P * rs                                      # dS = P * (dP - rowsum(dP * P))
-    dS *= scale                                       # fold 1/sqrt(hs) in once
+    dP = dout @ np.swapaxes(v, -1, -2)                         # (B, H, Tq, Tk)
+    dS = P * dP - P * np.sum(P * dP, axis=-1, keepdims=True)   # softmax JVP (as in softmax.py)
+    dS = dS * scale                                   # the 1/sqrt(hs) of S, once for dq and dk
     dq = dS @ k if needs[0] else None                 # dq = dS k / sqrt(hs)      (B, H, Tq, hs)
     dk = np.swapaxes(dS, -1, -2) @ q if needs[1] else None  # dk = dS^T q / sqrt(hs) (B, H, Tk, hs)
     return dq, dk, dv
@@ -112,7 +111,6 @@ class AttentionFunction(Function):
 
     @staticmethod
     def forward(ctx, q, k, v, is_causal=False):
-        """Forward on arrays; saves q, k, v and P, keeps the scale on ``ctx``."""
         out, (q, k, v, P, scale) = attention_forward(q, k, v, is_causal)
         ctx.save_for_backward(q, k, v, P)
         ctx.scale = scale
@@ -120,7 +118,6 @@ class AttentionFunction(Function):
 
     @staticmethod
     def backward(ctx, dout):
-        """Gradients for (q, k, v); None for an input that needs none."""
         q, k, v, P = ctx.saved_tensors
         return attention_backward(dout, (q, k, v, P, ctx.scale), ctx.needs_input_grad)
 
@@ -225,3 +222,75 @@ def multi_head_attention(qkv, n_heads, is_causal=False):
     divides(n_heads, a.shape[-1] // 3, fn)
     is_causal = boolean(is_causal, "is_causal", fn)
     return MultiHeadAttentionFunction.apply(qkv, n_heads=n_heads, is_causal=is_causal)
+
+
+class CausalSelfAttention(Module):
+    """Multi-head causal self-attention (Vaswani et al. 2017; nanoGPT / the chapter's layout).
+
+    ``c_attn`` projects x to q, k, v at once; heads attend with
+    ``softmax(q k^T / sqrt(hs) + causal mask) v`` (without RoPE the split into heads, the
+    attention and the merge are one node, ``multi_head_attention``; with
+    RoPE the split is separate nodes and the attention one,
+    ``scaled_dot_product_attention``); ``c_proj`` mixes the heads. With
+    ``rope=True`` queries and keys are rotated by RoPE (Su et al. 2021, interleaved pairs, the
+    chapter's step 8) from a cos/sin table of ``block_size`` positions built once.
+
+    Args:
+        d_model (int): width C.
+        n_heads (int): H, must divide C (and C // H must be even with RoPE).
+        rope (bool): apply RoPE to q and k (default False).
+        block_size (int): longest sequence the RoPE table covers (default 1024; unused
+            without RoPE).
+        rng, dtype: as ``Linear``.
+
+    Parameters: ``c_attn.weight`` (3C, C), ``c_attn.bias`` (3C,), ``c_proj.weight`` (C, C),
+    ``c_proj.bias`` (C,), drawn in that order.
+    Shapes: x (B, T, C) -> (B, T, C).
+
+    Raises:
+        ValueError: if n_heads does not divide d_model, head_dim is odd with rope, or (in
+            forward) T exceeds block_size with rope or x is not 3-D.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, rope: bool = False, block_size: int = 1024,
+                 rng=None, dtype=np.float32) -> None:
+        super().__init__()
+        d_model = positive_int(d_model, "d_model", "CausalSelfAttention")
+        n_heads = positive_int(n_heads, "n_heads", "CausalSelfAttention")
+        self.d_model, self.n_heads = d_model, n_heads
+        self.head_dim = divides(n_heads, d_model, "CausalSelfAttention")
+        self.rope = bool(rope)
+        self.block_size = positive_int(block_size, "block_size", "CausalSelfAttention")
+        if self.rope:
+            even_head_dim(self.head_dim, "CausalSelfAttention")
+        rng = generator(rng)
+        dt = float_dtype(dtype, "CausalSelfAttention")
+        self.c_attn = Linear(d_model, 3 * d_model, rng=rng, dtype=dt)
+        self.c_proj = Linear(d_model, d_model, rng=rng, dtype=dt)
+        if self.rope:
+            # constants, not Parameters: (1, 1, block_size, hs) each
+            self.rope_cos, self.rope_sin = build_rope_cache(self.block_size, self.head_dim,
+                                                            dtype=dt)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.ndim != 3:
+            raise ValueError(f"CausalSelfAttention expects x of shape (B, T, C), got {x.shape}")
+        B, T, C = x.shape
+        H, hs = self.n_heads, self.head_dim
+        qkv = self.c_attn(x)                                   # (B, T, 3C)
+        if not self.rope:  # split, attention and merge in one node (layers/attention.py)
+            return self.c_proj(multi_head_attention(qkv, H, is_causal=True))
+        # RoPE rotates q and k between the split and the attention: separate nodes
+        qkv = qkv.reshape(B, T, 3, H, hs)                      # (B, T, 3, H, hs)
+        qkv = qkv.transpose(2, 0, 3, 1, 4)                     # (3, B, H, T, hs)
+        q, k, v = qkv[0], qkv[1], qkv[2]                       # (B, H, T, hs) each
+        if T > self.block_size:
+            raise ValueError(f"sequence length {T} exceeds the RoPE table's "
+                             f"block_size {self.block_size}")
+        cos = self.rope_cos[:, :, :T]                      # (1, 1, T, hs)
+        sin = self.rope_sin[:, :, :T]
+        q = apply_rope(q, cos, sin)
+        k = apply_rope(k, cos, sin)
+        y = scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, hs)
+        y = y.transpose(0, 2, 1, 3).reshape(B, T, C)           # (B, T, C)
+        return self.c_proj(y)

@@ -35,7 +35,7 @@ import numpy as np
 
 from minigrad import Function
 
-from ._checks import (choice, float_input, index_range, int_input, integer, last_dim, non_empty,
+from .checks import (choice, float_input, index_range, int_input, integer, last_dim, non_empty,
                       shape_is, unit_interval)
 
 __all__ = ["cross_entropy", "cross_entropy_forward", "cross_entropy_backward",
@@ -87,8 +87,8 @@ def cross_entropy_forward(logits, targets, reduction="mean", ignore_index=-100,
     else:
         with np.errstate(invalid="ignore", divide="ignore"):   # every row ignored: 0/0 = NaN
             loss = np.asarray(np.sum(loss_n) / x.dtype.type(count), dtype=x.dtype)
-    e /= s                                             # probs = softmax(logits) (N, V)
-    return loss, (e, t, valid, float(label_smoothing), reduction, count, shape)
+    probs = e / s                                      # softmax(logits) (N, V)
+    return loss, (probs, t, valid, float(label_smoothing), reduction, count, shape)
 
 
 def cross_entropy_backward(dloss, cache):

@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from minigrad import Function
+from minigrad import Function, Module, Parameter, Tensor
 
-from ._checks import index_range, int_input, matrix_input
+from .checks import float_dtype, generator, index_range, int_input, matrix_input, positive_int
 
-__all__ = ["embedding", "embedding_forward", "embedding_backward", "EmbeddingFunction"]
+__all__ = ["embedding", "embedding_forward", "embedding_backward", "EmbeddingFunction",
+           "Embedding"]
 
 
 def embedding_forward(weight, idx):
@@ -109,3 +110,31 @@ def embedding(idx, weight):
     weight, wa = matrix_input(weight, "weight", "embedding", "(num_embeddings, embedding_dim)")
     index_range(ia, wa.shape[0], "idx", "embedding")
     return EmbeddingFunction.apply(weight, ia.astype(np.intp, copy=False))
+
+
+class Embedding(Module):
+    """``embedding`` as a Module (``torch.nn.Embedding``): ``y = weight[idx]``.
+
+    Args:
+        num_embeddings (int): number of rows (vocabulary or positions).
+        embedding_dim (int): width C of a row.
+        rng (np.random.Generator | None): source of the init.
+        dtype: parameter dtype, default float32.
+
+    Parameters: ``weight`` (num_embeddings, embedding_dim) ~ N(0, 1).
+    Shapes: idx integer (...) -> (..., embedding_dim). Out-of-range indices raise in
+    ``embedding``.
+    """
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, rng=None,
+                 dtype=np.float32) -> None:
+        super().__init__()
+        self.num_embeddings = positive_int(num_embeddings, "num_embeddings", "Embedding")
+        self.embedding_dim = positive_int(embedding_dim, "embedding_dim", "Embedding")
+        rng = generator(rng)
+        dt = float_dtype(dtype, "Embedding")
+        self.weight = Parameter(
+            rng.standard_normal((self.num_embeddings, self.embedding_dim)).astype(dt))
+
+    def forward(self, idx) -> Tensor:
+        return embedding(idx, self.weight)

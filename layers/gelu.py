@@ -29,11 +29,6 @@ Cache: ``(x, t)``. ``t`` is the one transcendental of the forward; saving it spa
 backward a second ``tanh``, and ``sech^2(u)`` is then ``1 - t^2`` of the saved tanh (never
 ``1/cosh^2(u)``, which overflows for large |u|). ``x`` is the input itself (no copy).
 
-Memory: forward and backward each allocate two arrays of x's size and work in them in place
-(``out=``). Every fresh large array costs page faults whenever the allocator has handed the
-previous one back to the operating system, which made this layer up to 5x slower in isolation
-(docs/performance.md), so the backward reuses its buffers instead of allocating four.
-
 Backward (product rule on ``0.5 x (1 + t)``)::
 
     dx = dout * ( 0.5 (1 + t)                                   # term 1: d(0.5 x)/dx (1 + t)
@@ -47,14 +42,15 @@ import math
 
 import numpy as np
 
-from minigrad import Tensor
+from minigrad import Function, Module, Tensor
 
-from ._checks import float_input
+from .checks import float_input, generator, positive_int
 from ._erf import erfc
-from ._function import PairFunction
+from .linear import Linear
+from .relu2 import relu2
 
 __all__ = ["gelu_forward", "gelu_backward", "GELUFunction", "gelu_erf_forward",
-           "gelu_erf_backward", "GELUErfFunction", "gelu"]
+           "gelu_erf_backward", "GELUErfFunction", "gelu", "MLP"]
 
 GELU_K = math.sqrt(2.0 / math.pi)   # sqrt(2/pi)
 GELU_C = 0.044715                   # cubic coefficient of the tanh approximation
@@ -63,96 +59,68 @@ GELU_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
 def gelu_forward(x: np.ndarray):
-    """GELU (tanh approximation) forward in NumPy.
+    """GELU (tanh approximation): ``out = 0.5 x (1 + tanh(k (x + c x^3)))``, any shape.
 
-    Args:
-        x: float array of any shape.
-
-    Returns:
-        (out, cache): ``out = 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3)))`` in x's shape and
-        dtype; ``cache = (x, t)`` with ``t`` the tanh.
+    Returns (out, cache): ``out`` in x's shape and dtype; ``cache = (x, t)``, t the tanh.
     """
-    u = np.multiply(x, x, out=np.empty_like(x))     # x^2 (a real array even when x is 0-d)
-    u *= GELU_C
-    u += 1.0
-    u *= x
-    u *= GELU_K                             # u = k (x + c x^3), computed in one buffer
-    t = np.tanh(u, out=u)                   # t = tanh(u), in place of u
-    out = np.add(t, 1.0, out=np.empty_like(t))
-    out *= x
-    out *= 0.5                              # 0.5 x (1 + t)
+    u = GELU_K * (x * (1.0 + GELU_C * (x * x)))   # u = k (x + c x^3), as k x (1 + c x^2)
+    t = np.tanh(u)
+    out = 0.5 * (x * (1.0 + t))
     return out, (x, t)
 
 
 def gelu_backward(dout: np.ndarray, cache):
-    """GELU (tanh approximation) backward in NumPy.
-
-    Args:
-        dout: gradient of the loss with respect to ``out`` (x's shape).
-        cache: what ``gelu_forward`` returned.
-
-    Returns:
-        dx, of x's shape and dtype.
-    """
+    """GELU (tanh approximation) backward: dx, of x's shape and dtype."""
     x, t = cache
-    dudx = np.multiply(x, x, out=np.empty_like(x))
-    dudx *= 3.0 * GELU_C
-    dudx += 1.0
-    dudx *= GELU_K                          # du/dx = k (1 + 3 c x^2)
-    local = np.multiply(t, t, out=np.empty_like(t))
-    np.subtract(1.0, local, out=local)      # sech^2(u) = 1 - t^2
-    local *= dudx
-    local *= x
-    one_plus_t = np.add(t, 1.0, out=dudx)   # 1 + t, in the buffer of du/dx (no longer needed)
-    local += one_plus_t                     # term 1 (1 + t) + term 2 x (1 - t^2) du/dx
-    local *= 0.5
-    return np.multiply(dout, local, out=local)  # dout * local, in place: two buffers in all
+    dudx = GELU_K * (1.0 + 3.0 * GELU_C * (x * x))  # du/dx = k (1 + 3 c x^2)
+    term1 = 1.0 + t                                 # term 1: d(x)/dx (1 + t)
+    term2 = x * ((1.0 - t * t) * dudx)              # term 2: x tanh'(u) du/dx, sech^2 = 1 - t^2
+    return dout * (0.5 * (term1 + term2))
 
 
-class GELUFunction(PairFunction):
+class GELUFunction(Function):
     """One autograd node for GELU (tanh approximation), ``apply(x)``: the pair above."""
 
-    pair = (gelu_forward, gelu_backward)
+    @staticmethod
+    def forward(ctx, x):
+        out, cache = gelu_forward(x)
+        ctx.save_for_backward(*cache)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        return gelu_backward(dout, ctx.saved_tensors)
 
 
 def gelu_erf_forward(x: np.ndarray):
-    """Exact GELU forward in NumPy: ``out = x Phi(x)``, ``Phi(x) = 0.5 erfc(-x / sqrt 2)``.
+    """Exact GELU: ``out = x Phi(x)``, ``Phi(x) = 0.5 erfc(-x / sqrt 2)``, any shape.
 
-    Args:
-        x: float array of any shape.
-
-    Returns:
-        (out, cache): ``out`` in x's shape and dtype; ``cache = (x, Phi)``.
+    Returns (out, cache): ``out`` in x's shape and dtype; ``cache = (x, Phi)``.
     """
-    cdf = erfc(x * -GELU_SQRT1_2)           # erfc(-x/sqrt 2), x's dtype
-    cdf *= 0.5                              # Phi(x)
+    cdf = 0.5 * erfc(-GELU_SQRT1_2 * x)             # Phi(x)
     return x * cdf, (x, cdf)
 
 
 def gelu_erf_backward(dout: np.ndarray, cache):
-    """Exact GELU backward in NumPy: ``dx = dout * (Phi(x) + x phi(x))``.
-
-    Args:
-        dout: gradient of the loss with respect to ``out`` (x's shape).
-        cache: what ``gelu_erf_forward`` returned.
-
-    Returns:
-        dx, of x's shape and dtype.
-    """
+    """Exact GELU backward: ``dx = dout * (Phi(x) + x phi(x))``, of x's shape and dtype."""
     x, cdf = cache
-    pdf = np.multiply(x, x, out=np.empty_like(x))
-    pdf *= -0.5
-    np.exp(pdf, out=pdf)
-    pdf *= GELU_INV_SQRT_2PI                # phi(x) = exp(-x^2/2) / sqrt(2 pi)
-    pdf *= x                                # term 2: x phi(x)
-    pdf += cdf                              # term 1: Phi(x)
-    return dout * pdf
+    pdf = GELU_INV_SQRT_2PI * np.exp(-0.5 * (x * x))  # phi(x) = exp(-x^2/2) / sqrt(2 pi)
+    return dout * (cdf                              # term 1: Phi(x)
+                   + x * pdf)                       # term 2: x phi(x)
 
 
-class GELUErfFunction(PairFunction):
+class GELUErfFunction(Function):
     """One autograd node for exact GELU, ``apply(x)``: the pair above."""
 
-    pair = (gelu_erf_forward, gelu_erf_backward)
+    @staticmethod
+    def forward(ctx, x):
+        out, cache = gelu_erf_forward(x)
+        ctx.save_for_backward(*cache)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        return gelu_erf_backward(dout, ctx.saved_tensors)
 
 
 def gelu(x, approximate: str = "none") -> Tensor:
@@ -178,3 +146,37 @@ def gelu(x, approximate: str = "none") -> Tensor:
         raise ValueError(f'gelu: approximate must be "none" or "tanh", got {approximate!r}')
     x, _ = float_input(x, "x", "gelu")
     return (GELUFunction if approximate == "tanh" else GELUErfFunction).apply(x)
+
+
+class MLP(Module):
+    """Feed-forward block ``c_proj(act(c_fc(x)))``, d -> 4d -> d with biases (GPT-2's MLP; the
+    chapter's ``MLP``).
+
+    Args:
+        d (int): model width C.
+        activation (str): "gelu" (tanh approximation, GPT-2 / the chapter) or "relu2"
+            (relu(x)^2, So et al. 2021 "Primer").
+        rng, dtype: as ``Linear``.
+
+    Parameters: ``c_fc.weight`` (4C, C), ``c_fc.bias`` (4C,), ``c_proj.weight`` (C, 4C),
+    ``c_proj.bias`` (C,), drawn in that order.
+    Shapes: x (..., C) -> (..., C).
+
+    Raises:
+        ValueError: on an unknown activation.
+    """
+
+    def __init__(self, d: int, activation: str = "gelu", rng=None, dtype=np.float32) -> None:
+        super().__init__()
+        d = positive_int(d, "d", "MLP")
+        if activation not in ("gelu", "relu2"):
+            raise ValueError(f"MLP activation must be 'gelu' or 'relu2', got {activation!r}")
+        rng = generator(rng)
+        self.activation = activation
+        self.c_fc = Linear(d, 4 * d, rng=rng, dtype=dtype)
+        self.c_proj = Linear(4 * d, d, rng=rng, dtype=dtype)
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = self.c_fc(x)                                              # (..., 4C)
+        h = gelu(h, approximate="tanh") if self.activation == "gelu" else relu2(h)
+        return self.c_proj(h)                                         # (..., C)

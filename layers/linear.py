@@ -21,11 +21,16 @@ Derivation: docs/derivations.md, section Linear.
 """
 from __future__ import annotations
 
-from minigrad import Function
+import math
 
-from ._checks import float_input, last_dim, matrix_input, same_dtype, shape_is
+import numpy as np
 
-__all__ = ["linear", "linear_forward", "linear_backward", "LinearFunction"]
+from minigrad import Function, Module, Parameter, Tensor
+
+from .checks import (float_dtype, float_input, generator, last_dim, matrix_input, positive_int,
+                      same_dtype, shape_is)
+
+__all__ = ["linear", "linear_forward", "linear_backward", "LinearFunction", "Linear"]
 
 
 def linear_forward(x, weight, bias=None):
@@ -41,7 +46,7 @@ def linear_forward(x, weight, bias=None):
     x2 = x.reshape(-1, C)                     # (N, C), a view when x is contiguous
     out = x2 @ weight.T                       # (N, O)
     if bias is not None:
-        out += bias                           # broadcast over rows
+        out = out + bias                      # broadcast over rows
     return out.reshape(x.shape[:-1] + (weight.shape[0],)), (x, weight, bias is not None)  # (..., O)
 
 
@@ -113,3 +118,37 @@ def linear(x, weight, bias=None):
     same_dtype(ba, "bias", xa, "x", "linear")
     shape_is(ba, (wa.shape[0],), "bias", "linear", " (out_features of weight)")
     return LinearFunction.apply(x, weight, bias)
+
+
+class Linear(Module):
+    """``linear`` as a Module (``torch.nn.Linear``): ``y = x W^T + b``.
+
+    Args:
+        in_features (int), out_features (int): sizes of the input and output last axes.
+        bias (bool): whether to add a learned bias (default True).
+        rng (np.random.Generator | None): source of the init (a fresh unseeded one if None).
+        dtype: parameter dtype, default float32.
+
+    Parameters: ``weight`` (out_features, in_features), ``bias`` (out_features,), both
+    ~ U(-1/sqrt(in_features), 1/sqrt(in_features)), drawn weight first (PyTorch's default:
+    kaiming_uniform with a = sqrt(5) gives that bound).
+    Shapes: x (..., in_features) -> (..., out_features).
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, rng=None,
+                 dtype=np.float32) -> None:
+        super().__init__()
+        self.in_features = positive_int(in_features, "in_features", "Linear")
+        self.out_features = positive_int(out_features, "out_features", "Linear")
+        rng = generator(rng)
+        dt = float_dtype(dtype, "Linear")
+        bound = 1.0 / math.sqrt(self.in_features)
+        self.weight = Parameter(
+            rng.uniform(-bound, bound, (self.out_features, self.in_features)).astype(dt))
+        if bias:
+            self.bias = Parameter(rng.uniform(-bound, bound, self.out_features).astype(dt))
+        else:
+            self.bias = None
+
+    def forward(self, x: Tensor) -> Tensor:
+        return linear(x, self.weight, self.bias)

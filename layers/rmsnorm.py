@@ -1,10 +1,11 @@
 """RMSNorm over the last axis, with a hand-derived backward.
 
-Shapes: x is (..., C) (in the GPT (B, T, C)); weight is (C,). N is the number of rows (B * T).
+Shapes: x is (..., C) (in the GPT (B, T, C)); weight is (C,). Means run over the C entries of
+a row; "sum over rows" runs over every leading axis.
 
 Forward (Zhang & Sennrich 2019, "Root Mean Square Layer Normalization", eq. 4), per row::
 
-    ms   = (1/C) sum_i x_i^2
+    ms   = mean(x^2)
     rstd = 1 / sqrt(ms + eps)
     xhat = x * rstd
     out  = weight * xhat
@@ -17,11 +18,10 @@ root-mean-square (..., 1), exactly what the backward reads; x is not kept.
 Backward, with ``dxhat = dout * weight``::
 
     dweight = sum over rows of dout * xhat
-    dx      = rstd * (dxhat - xhat * mean(dxhat * xhat))                    # mean over C
+    dx      = rstd * (dxhat - xhat * mean(dxhat * xhat))
 
 The second term is the projection term: the path through ms removes from dxhat its component
-along xhat (exactly so when eps = 0, since then mean(xhat^2) = 1). For an all-zero row,
-xhat = 0 and dx = dxhat / sqrt(eps).
+along xhat. For an all-zero row, xhat = 0 and dx = dxhat / sqrt(eps).
 
 Derivation: docs/derivations.md, section RMSNorm.
 """
@@ -31,81 +31,58 @@ from typing import Optional
 
 import numpy as np
 
-from minigrad import Tensor
+from minigrad import Function, Module, Parameter, Tensor
 
-from ._checks import check_eps, float_input, last_dim, norm_param
-from ._function import PairFunction
+from .checks import check_eps, float_dtype, float_input, last_dim, norm_param, positive_int
 
-__all__ = ["rmsnorm_forward", "rmsnorm_backward", "RMSNormFunction", "rms_norm"]
+__all__ = ["rmsnorm_forward", "rmsnorm_backward", "RMSNormFunction", "rms_norm", "RMSNorm"]
 
 
 def rmsnorm_forward(x: np.ndarray, weight: np.ndarray, eps: float = 1e-6):
-    """RMSNorm forward in NumPy: ``out = weight * x / sqrt(mean(x^2) + eps)``.
+    """``out = weight * x / sqrt(mean(x^2) + eps)`` on (..., C) arrays of one float dtype.
 
-    Args:
-        x: (..., C) float array.
-        weight: (C,) array of x's dtype.
-        eps: added to the mean square.
-
-    Returns:
-        (out, cache): ``out`` of x's shape and dtype; ``cache = (xhat, weight, rstd)``.
+    Returns (out, cache): ``out`` of x's shape and dtype, ``cache = (xhat, weight, rstd)``.
     """
-    # The formulas above with out= buffers (np.add.reduce then / C, exactly as np.mean):
-    # bit-identical to the plain expressions, with two fresh (..., C) arrays instead of three.
-    C = x.shape[-1]
-    out = np.multiply(x, x)                             # (..., C)  work buffer: x^2
-    ms = np.add.reduce(out, axis=-1, keepdims=True)     # (..., 1)
-    ms /= C                                             #           mean square
-    ms += eps
-    rstd = np.sqrt(ms, out=ms)
-    rstd = np.divide(1.0, rstd, out=rstd)               # (..., 1)  reciprocal rms
-    xhat = np.multiply(x, rstd)                         # (..., C)
-    np.multiply(xhat, weight, out=out)                  # (..., C)
+    ms = np.mean(x * x, axis=-1, keepdims=True)         # (..., 1)
+    rstd = 1.0 / np.sqrt(ms + eps)                      # (..., 1)
+    xhat = x * rstd                                     # (..., C)
+    out = xhat * weight                                 # (..., C)
     return out, (xhat, weight, rstd)
 
 
 def rmsnorm_backward(dout: np.ndarray, cache):
-    """RMSNorm backward in NumPy.
-
-    Args:
-        dout: (..., C) gradient of the loss with respect to ``out``.
-        cache: what ``rmsnorm_forward`` returned.
-
-    Returns:
-        (dx, dweight) with the shapes of x and weight.
-    """
+    """Gradients ``(dx, dweight)`` of ``rmsnorm_forward``, in the shapes of x and weight."""
     xhat, weight, rstd = cache
     C = xhat.shape[-1]
-    dweight = np.einsum("nc,nc->c", dout.reshape(-1, C), xhat.reshape(-1, C))   # (C,)
-    dxhat = np.multiply(dout, weight)                                           # (..., C)
-    # mean(dxhat xhat) as np.add.reduce / C (as np.mean), two (..., C) buffers instead of four
-    prod = np.multiply(dxhat, xhat)                                             # work buffer
-    m = np.add.reduce(prod, axis=-1, keepdims=True)                             # (..., 1)
-    m /= C                                                                      # mean(dxhat xhat)
-    dx = np.subtract(dxhat, np.multiply(xhat, m, out=prod), out=dxhat)  # term 1 - projection
-    dx *= rstd                                                          # scale by 1 / rms
+    dweight = np.einsum("nc,nc->c", dout.reshape(-1, C), xhat.reshape(-1, C))  # (C,)
+    dxhat = dout * weight                                                      # (..., C)
+    dx = rstd * (dxhat                                                # term 1: direct path
+                 - xhat * np.mean(dxhat * xhat, axis=-1, keepdims=True))  # term 2: projection
     return dx, dweight
 
 
-class RMSNormFunction(PairFunction):
+class RMSNormFunction(Function):
     """One autograd node for RMSNorm, ``apply(x, weight, eps=...)``: the pair above."""
 
-    pair = (rmsnorm_forward, rmsnorm_backward)
+    @staticmethod
+    def forward(ctx, x, weight, eps=1e-6):
+        out, cache = rmsnorm_forward(x, weight, eps)
+        ctx.save_for_backward(*cache)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        return rmsnorm_backward(dout, ctx.saved_tensors)
 
 
 def rms_norm(x, weight, eps: Optional[float] = 1e-6) -> Tensor:
     """Root-mean-square normalization over the last axis (``torch.nn.functional.rms_norm``).
 
-    ``out = weight * x / sqrt(mean(x^2) + eps)`` (Zhang & Sennrich 2019).
-
     Args:
-        x: Tensor (or array, taken as a constant) of shape (..., C), of a floating dtype
-            (float32 and float64 are the tested ones).
-        weight: (C,) gain, same dtype as x (a plain array is a constant); None means 1
-            (PyTorch's ``weight=None``).
+        x: Tensor (or array, taken as a constant) of shape (..., C), float32 or float64.
+        weight: (C,) gain of x's dtype (a plain array is a constant); None means 1.
         eps: number >= 0 added to the mean square (default 1e-6, the chapter's build.py), or
-            None for ``np.finfo(x.dtype).eps`` (``torch.nn.functional.rms_norm``'s ``eps=None``:
-            1.19e-7 in float32, 2.22e-16 in float64).
+            None for ``np.finfo(x.dtype).eps`` (PyTorch's ``eps=None``).
 
     Returns:
         Tensor of x's shape and dtype; one graph node with gradients for x and weight.
@@ -119,3 +96,30 @@ def rms_norm(x, weight, eps: Optional[float] = 1e-6) -> Tensor:
     weight = norm_param(weight, "weight", xa, "rms_norm", fill=1.0)
     eps = check_eps(np.finfo(xa.dtype).eps if eps is None else eps, "rms_norm")
     return RMSNormFunction.apply(x, weight, eps=eps)
+
+
+class RMSNorm(Module):
+    """``rms_norm`` as a Module with a learned gain ``weight`` (C,) = 1 (``torch.nn.RMSNorm``).
+
+    Args:
+        d (int): size C of the normalized (last) axis.
+        eps (float | None): default 1e-6 (the chapter's build.py); None means
+            ``np.finfo(dtype).eps`` (``torch.nn.RMSNorm``'s default).
+        rng: unused (no random init); accepted for a uniform constructor signature.
+        dtype: parameter dtype, default float32.
+
+    Shapes: x (..., C) -> (..., C).
+
+    Raises:
+        TypeError: a non-integer d or a non-floating dtype.
+        ValueError: d <= 0 or an eps that is not a finite number >= 0 (at construction).
+    """
+
+    def __init__(self, d: int, eps: float = 1e-6, rng=None, dtype=np.float32) -> None:
+        super().__init__()
+        d = positive_int(d, "d", "RMSNorm")
+        self.eps = None if eps is None else check_eps(eps, "RMSNorm")
+        self.weight = Parameter(np.ones(d, dtype=float_dtype(dtype, "RMSNorm")))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return rms_norm(x, self.weight, eps=self.eps)

@@ -31,7 +31,7 @@ import numpy as np
 
 from minigrad import Function
 
-from ._checks import (even_head_dim, float_dtype, integer, positive_int, positive_number,
+from .checks import (even_head_dim, float_dtype, integer, positive_int, positive_number,
                       rope_table, sequence_input)
 
 __all__ = ["build_rope_cache", "apply_rope", "rope_forward", "rope_backward", "rotate_half",
@@ -46,10 +46,8 @@ def rotate_half(x):
     Returns:
         np.ndarray of x's shape and dtype.
     """
-    r = np.empty(x.shape, dtype=x.dtype)
-    np.negative(x[..., 1::2], out=r[..., 0::2])  # r[2i]   = -x[2i+1]
-    r[..., 1::2] = x[..., 0::2]                   # r[2i+1] =  x[2i]
-    return r
+    pairs = np.stack((-x[..., 1::2], x[..., 0::2]), axis=-1)    # (..., hs/2, 2): (-x1, x0)
+    return pairs.reshape(x.shape)
 
 
 def rope_forward(x, cos, sin):
@@ -62,10 +60,8 @@ def rope_forward(x, cos, sin):
     Returns:
         (out, cache): out (..., T, hs); cache = (cos, sin).
     """
-    out = x * cos                     # term 1: x * cos            (B, H, T, hs)
-    rh = rotate_half(x)
-    rh *= sin                         # term 2: rotate_half(x) * sin
-    out += rh
+    out = (x * cos                    # term 1: x * cos            (B, H, T, hs)
+           + rotate_half(x) * sin)    # term 2: rotate_half(x) * sin
     return out, (cos, sin)
 
 
@@ -80,10 +76,8 @@ def rope_backward(dout, cache):
         dx (np.ndarray): dout's shape and dtype.
     """
     cos, sin = cache
-    dx = dout * cos                   # term 1: dout * cos
-    ds = dout * sin
-    dx -= rotate_half(ds)             # term 2: rotate_half^T(dout * sin) = -rotate_half(dout * sin)
-    return dx
+    return (dout * cos                        # term 1: dout * cos
+            - rotate_half(dout * sin))        # term 2: rotate_half^T = -rotate_half
 
 
 class RoPEFunction(Function):
@@ -91,14 +85,12 @@ class RoPEFunction(Function):
 
     @staticmethod
     def forward(ctx, x, cos, sin):
-        """Forward on arrays; saves the cos/sin tables (no copies)."""
         out, cache = rope_forward(x, cos, sin)
         ctx.save_for_backward(*cache)
         return out
 
     @staticmethod
     def backward(ctx, dout):
-        """Gradient for x; None for the constant cos and sin."""
         return rope_backward(dout, ctx.saved_tensors), None, None
 
 

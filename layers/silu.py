@@ -25,10 +25,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from minigrad import Tensor
+from minigrad import Function, Tensor
 
-from ._checks import float_input
-from ._function import PairFunction
+from .checks import float_input
 
 __all__ = ["sigmoid_stable", "silu_forward", "silu_backward", "dsilu", "SiLUFunction", "silu"]
 
@@ -40,22 +39,13 @@ def sigmoid_stable(x: np.ndarray) -> np.ndarray:
     x < 0, written as ``max(e, x >= 0)`` (e <= 1): arithmetic instead of a masked select, which
     is several times slower in NumPy on random signs.
     """
-    if x.ndim == 0:
-        return sigmoid_stable(x.reshape(1)).reshape(())
-    e = np.exp(-np.abs(x))              # in (0, 1]
-    num = np.maximum(e, x >= 0)         # 1 where x >= 0, e where x < 0
-    e += 1.0                            # 1 + e
-    num /= e                            # 1 / (1 + e)  or  e / (1 + e)
-    return num
+    e = np.exp(-np.abs(x))                          # in (0, 1]
+    return np.maximum(e, x >= 0) / (1.0 + e)        # 1 / (1 + e)  or  e / (1 + e)
 
 
 def dsilu(x: np.ndarray, s: np.ndarray) -> np.ndarray:
     """d silu / dx given x and s = sigmoid(x): ``s (1 + x (1 - s))``."""
-    local = np.subtract(1.0, s, out=np.empty_like(s))
-    local *= x
-    local += 1.0
-    local *= s
-    return local
+    return s * (1.0 + x * (1.0 - s))
 
 
 def silu_forward(x: np.ndarray):
@@ -71,15 +61,21 @@ def silu_forward(x: np.ndarray):
 def silu_backward(dout: np.ndarray, cache):
     """SiLU backward in NumPy: ``dx = dout * s (1 + x (1 - s))``."""
     x, s = cache
-    dx = dsilu(x, s)
-    dx *= dout
-    return dx
+    return dout * dsilu(x, s)
 
 
-class SiLUFunction(PairFunction):
+class SiLUFunction(Function):
     """One autograd node for SiLU, ``apply(x)``: the pair above."""
 
-    pair = (silu_forward, silu_backward)
+    @staticmethod
+    def forward(ctx, x):
+        out, cache = silu_forward(x)
+        ctx.save_for_backward(*cache)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        return silu_backward(dout, ctx.saved_tensors)
 
 
 def silu(x) -> Tensor:

@@ -16,7 +16,7 @@ exponentials are not kept.
 
 Backward (the Jacobian-vector product of J = diag(y) - y y^T, which is symmetric)::
 
-    dx = y * (dy - sum_j(dy_j * y_j))
+    dx = y * dy - y * sum_j(dy_j * y_j)        # = y * (dy - sum(dy * y))
 
 Derivation: docs/derivations.md, section Softmax.
 """
@@ -26,7 +26,7 @@ import numpy as np
 
 from minigrad import Function
 
-from ._checks import alias, axis_index, float_input
+from .checks import alias, axis_index, float_input
 
 __all__ = ["softmax", "softmax_forward", "softmax_backward", "SoftmaxFunction"]
 
@@ -44,14 +44,13 @@ def softmax_forward(x, axis=-1):
         entry is well defined, with exact zeros where x is -inf.
     """
     m = np.max(x, axis=axis, keepdims=True)          # (..., 1, ...) row max
-    y = x - m                                        # shifted logits, all <= 0
-    np.exp(y, out=y)                                 # e = exp(x - m), in [0, 1]
-    y /= np.sum(y, axis=axis, keepdims=True)         # y = e / sum(e)
+    e = np.exp(x - m)                                # exponents <= 0: e in [0, 1]
+    y = e / np.sum(e, axis=axis, keepdims=True)
     return y, (y, axis)
 
 
 def softmax_backward(dy, cache):
-    """``dx = y * (dy - sum(dy * y))``, the softmax Jacobian-vector product.
+    """``dx = y * dy - y * sum(dy * y)``, the softmax Jacobian-vector product.
 
     Args:
         dy (np.ndarray): gradient of the output, y's shape.
@@ -61,10 +60,8 @@ def softmax_backward(dy, cache):
         dx (np.ndarray): y's shape and dtype.
     """
     y, axis = cache
-    dx = dy * y                                      # diag(y) dy
-    s = np.sum(dx, axis=axis, keepdims=True)         # y . dy, one number per row
-    dx -= y * s                                      # - y (y . dy)
-    return dx
+    return (y * dy                                   # term 1: diag(y) dy
+            - y * np.sum(dy * y, axis=axis, keepdims=True))  # term 2: -y (y . dy)
 
 
 class SoftmaxFunction(Function):
@@ -72,15 +69,13 @@ class SoftmaxFunction(Function):
 
     @staticmethod
     def forward(ctx, x, axis=-1):
-        """Forward on arrays; saves y and keeps the axis on ``ctx``."""
-        y, (ycache, ax) = softmax_forward(x, axis)
-        ctx.save_for_backward(ycache)
-        ctx.axis = ax
+        y, _ = softmax_forward(x, axis)
+        ctx.save_for_backward(y)
+        ctx.axis = axis
         return y
 
     @staticmethod
     def backward(ctx, dy):
-        """Gradient for x, in y's shape and dtype."""
         (y,) = ctx.saved_tensors
         return softmax_backward(dy, (y, ctx.axis))
 

@@ -37,13 +37,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from minigrad import Tensor
+from minigrad import Function, Module, Tensor
 
-from ._checks import float_input, last_dim, matrix_input, shape_is
-from ._function import PairFunction
+from .checks import float_input, generator, last_dim, matrix_input, positive_int, shape_is
+from .linear import Linear
 from .silu import dsilu, sigmoid_stable
 
-__all__ = ["swiglu_forward", "swiglu_backward", "SwiGLUFunction", "swiglu"]
+__all__ = ["swiglu_forward", "swiglu_backward", "SwiGLUFunction", "swiglu", "SwiGLU"]
 
 
 def swiglu_forward(x: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray, w_down: np.ndarray):
@@ -83,21 +83,27 @@ def swiglu_backward(dout: np.ndarray, cache):
     dout2 = dout.reshape(-1, dout.shape[-1])    # (N, O)
     dh = dout2 @ w_down                         # (N, H)
     dw_down = dout2.T @ (g * u)                 # (O, H), h = g * u recomputed
-    du = dh * g                                 # (N, H) product rule: d(g u)/du = g
-    dh *= u                                     # (N, H) product rule: d(g u)/dg = u, now dg
-    dh *= dsilu(a, s)                           # (N, H) chain rule through silu, now da
-    da = dh
+    du = dh * g                                 # (N, H) product rule, the u side
+    dg = dh * u                                 # (N, H) product rule, the g side
+    da = dg * dsilu(a, s)                       # (N, H) silu'(a) = s (1 + a (1 - s))
     dw_gate = da.T @ x2                         # (H, C)
     dw_up = du.T @ x2                           # (H, C)
-    dx = da @ w_gate                            # (N, C) gate branch
-    dx += du @ w_up                             # (N, C) + up branch
+    dx = da @ w_gate + du @ w_up                # (N, C) x feeds both branches: the two add
     return dx.reshape(*lead, x2.shape[1]), dw_gate, dw_up, dw_down
 
 
-class SwiGLUFunction(PairFunction):
+class SwiGLUFunction(Function):
     """One autograd node for SwiGLU, ``apply(x, w_gate, w_up, w_down)``: the pair above."""
 
-    pair = (swiglu_forward, swiglu_backward)
+    @staticmethod
+    def forward(ctx, x, w_gate, w_up, w_down):
+        out, cache = swiglu_forward(x, w_gate, w_up, w_down)
+        ctx.save_for_backward(*cache)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        return swiglu_backward(dout, ctx.saved_tensors)
 
 
 def swiglu(x, w_gate, w_up, w_down) -> Tensor:
@@ -128,3 +134,39 @@ def swiglu(x, w_gate, w_up, w_down) -> Tensor:
     shape_is(wu, wg.shape, "w_up", fn, " (w_gate's shape)")
     shape_is(wd, ("O", wg.shape[0]), "w_down", fn, f" (H = {wg.shape[0]} from w_gate)")
     return SwiGLUFunction.apply(x, w_gate, w_up, w_down)
+
+
+class SwiGLU(Module):
+    """``swiglu`` as a Module with three bias-free ``Linear`` projections (the chapter's
+    ``SwiGLU``): ``down_proj(silu(gate_proj(x)) * up_proj(x))``, one fused node.
+
+    Hidden width H = int(d * hidden_mult); 8/3 keeps the parameter count near a 4d GELU MLP's.
+
+    Args:
+        d (int): model width C.
+        hidden_mult (float): H / C, default 8/3.
+        rng (np.random.Generator | None), dtype: as ``Linear``.
+
+    Parameters: ``gate_proj.weight`` (H, C), ``up_proj.weight`` (H, C), ``down_proj.weight``
+    (C, H); each U(+-1/sqrt(fan_in)), drawn in that order.
+    Shapes: x (..., C) -> (..., C).
+
+    Raises:
+        ValueError: if int(d * hidden_mult) < 1.
+    """
+
+    def __init__(self, d: int, hidden_mult: float = 8.0 / 3.0, rng=None,
+                 dtype=np.float32) -> None:
+        super().__init__()
+        d = positive_int(d, "d", "SwiGLU")
+        hidden = int(d * hidden_mult)
+        if hidden < 1:
+            raise ValueError(f"SwiGLU hidden width int({d} * {hidden_mult}) must be >= 1")
+        rng = generator(rng)
+        self.hidden = hidden
+        self.gate_proj = Linear(d, hidden, bias=False, rng=rng, dtype=dtype)
+        self.up_proj = Linear(d, hidden, bias=False, rng=rng, dtype=dtype)
+        self.down_proj = Linear(hidden, d, bias=False, rng=rng, dtype=dtype)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return swiglu(x, self.gate_proj.weight, self.up_proj.weight, self.down_proj.weight)

@@ -1,4 +1,4 @@
-"""The wrappers' input checks (layers/_checks.py): one wording for one mistake, in every layer."""
+"""The wrappers' input checks (layers/checks.py): one wording for one mistake, in every layer."""
 import re
 
 import numpy as np
