@@ -61,12 +61,12 @@ def _norm_axes(axis, ndim):
         axis = (axis,)
     out = []
     for ax in axis:
-        if not -ndim <= ax < max(ndim, 1) or (ndim == 0 and ax not in (0, -1)):
+        if not -max(ndim, 1) <= ax < max(ndim, 1):     # a 0-d array takes 0 and -1 (PyTorch)
             raise AxisError(int(ax), ndim)
         out.append(int(ax) % max(ndim, 1))
     if len(set(out)) != len(out):
         raise ValueError(f"duplicate value in axis: {axis}")
-    return tuple(out)
+    return tuple(out) if ndim else ()                   # a 0-d array has no axis to reduce
 
 
 # ----------------------------------------------------------------------------- arithmetic

@@ -363,6 +363,8 @@ class TensorMethods:
 
     def _extremum(self, name, axis, keepdims, dim, keepdim):
         fn = ops.Max if name == "max" else ops.Min
+        if dim is not None and self.ndim == 0:      # PyTorch: dim 0 or -1, a 0-d result
+            return self.reshape(1)._extremum(name, axis, False, dim, False)
         if dim is not None:
             if axis is not None:
                 raise TypeError(f"{name}: got both axis= and dim=; use one")

@@ -1,0 +1,52 @@
+"""The edges of the engine's ops (issue 18), each expectation taken from outside our code:
+PyTorch's documented behaviour, a closed form in float64, or central differences."""
+import numpy as np
+import pytest
+
+from minigrad import Tensor
+
+
+# ------------------------------------------------ reductions of a 0-d Tensor (tinygrad #4498)
+# PyTorch: a 0-d tensor takes dim 0 and -1 (keepdim or not), returns its value as a 0-d tensor
+# with gradient 1; any other dim is an IndexError ("expected to be in range of [-1, 0]").
+REDUCTIONS = {
+    "sum": lambda t, d, k: t.sum(d, keepdims=k),
+    "sum_dim": lambda t, d, k: t.sum(dim=d, keepdim=k),
+    "mean": lambda t, d, k: t.mean(dim=d, keepdim=k),
+    "max": lambda t, d, k: t.max(d, keepdims=k),
+    "min": lambda t, d, k: t.min(axis=d, keepdims=k),
+    "max_dim": lambda t, d, k: t.max(dim=d, keepdim=k).values,
+    "min_dim": lambda t, d, k: t.min(dim=d, keepdim=k).values,
+    "amax": lambda t, d, k: t.amax(d, k),
+    "amin": lambda t, d, k: t.amin(d, k),
+    "sum_tuple": lambda t, d, k: t.sum((d,), keepdims=k),
+}
+
+
+@pytest.mark.parametrize("keep", [False, True])
+@pytest.mark.parametrize("dim", [0, -1])
+@pytest.mark.parametrize("name", sorted(REDUCTIONS))
+def test_reductions_of_a_0d_tensor_over_dim_0_and_minus_1(name, dim, keep):
+    t = Tensor(np.float64(3.0), requires_grad=True)
+    out = REDUCTIONS[name](t, dim, keep)
+    assert out.shape == () and out.item() == 3.0
+    g = np.random.default_rng(0).standard_normal()
+    out.backward(np.float64(g))
+    assert t.grad.shape == () and t.grad == g          # d out / d t = 1
+
+
+@pytest.mark.parametrize("dim", [1, -2, 2])
+@pytest.mark.parametrize("name", sorted(REDUCTIONS) + ["argmax", "argmin"])
+def test_a_0d_tensor_refuses_other_dims_with_index_error(name, dim):
+    t = Tensor(np.float64(3.0))
+    call = REDUCTIONS.get(name, lambda t, d, k: getattr(t, name)(d, k))
+    with pytest.raises(IndexError):
+        call(t, dim, False)
+
+
+@pytest.mark.parametrize("keep", [False, True])
+@pytest.mark.parametrize("dim", [0, -1])
+def test_index_of_the_extremum_of_a_0d_tensor_is_0(dim, keep):
+    t = Tensor(np.float64(3.0))
+    for r in (t.argmax(dim, keep), t.argmin(dim, keep), t.max(dim=dim, keepdim=keep).indices):
+        assert r.shape == () and r.item() == 0 and r.dtype == np.int64
