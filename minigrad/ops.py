@@ -171,6 +171,28 @@ class Pow(Function):
         return (dc * pa * np.power(a, np.asarray(p - 1.0, dtype=a.dtype))).astype(a.dtype, copy=False)
 
 
+class RPow(Function):
+    """c = base ** a for a real scalar base.   da = dc * c * log(base), and 0 where base = 0 and
+    a >= 0 (PyTorch's ``pow_backward_exponent``: 0 ** a is constant there; log(0) = -inf would
+    give 0 * -inf = NaN); a negative base gives NaN where the power is not real, as PyTorch."""
+
+    @staticmethod
+    def forward(ctx, a, base):
+        b = np.asarray(base, dtype=a.dtype if a.dtype.kind == "f" else None)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            c = np.power(b, a)
+        ctx.save_for_backward(a, c)
+        ctx.base = b
+        return c
+
+    @staticmethod
+    def backward(ctx, dc):
+        a, c = ctx.saved_tensors
+        with np.errstate(invalid="ignore", divide="ignore"):
+            dlog = np.where((ctx.base == 0) & (a >= 0), 0, c * np.log(ctx.base))
+        return (dc * dlog).astype(a.dtype, copy=False)
+
+
 # ----------------------------------------------------------------------------- elementwise
 class Exp(Function):
     """c = exp(a).   da = dc * c."""

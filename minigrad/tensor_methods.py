@@ -199,17 +199,15 @@ class TensorMethods:
         return self.pow(exponent)
 
     def __rpow__(self, base):
-        """``base ** self`` for a positive real scalar base: ``exp(self * log(base))``.
+        """``base ** self`` for a real scalar base; d/dx = base**x * log(base), 0 where base = 0
+        and x >= 0 (``torch.pow(scalar, tensor)``).
 
         Raises:
             TypeError: if ``base`` is not a real scalar.
-            ValueError: if ``base`` <= 0 (the gradient needs log(base)).
         """
         if isinstance(base, (bool, np.bool_)) or not isinstance(base, (numbers.Real, np.generic)):
             raise TypeError(f"base ** Tensor needs a real scalar base, got {type(base).__name__}")
-        if not base > 0:
-            raise ValueError(f"base ** Tensor needs a base > 0 (its gradient uses log(base)), got {base}")
-        return (self * float(np.log(base))).exp()
+        return ops.RPow.apply(self, base=base)
 
     def __neg__(self):
         return ops.Neg.apply(self)

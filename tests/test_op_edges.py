@@ -50,3 +50,37 @@ def test_index_of_the_extremum_of_a_0d_tensor_is_0(dim, keep):
     t = Tensor(np.float64(3.0))
     for r in (t.argmax(dim, keep), t.argmin(dim, keep), t.max(dim=dim, keepdim=keep).indices):
         assert r.shape == () and r.item() == 0 and r.dtype == np.int64
+
+
+# ------------------------------------------------ a scalar base: base ** x (tfjs #346)
+# torch.pow(scalar, tensor): d/dx base**x = base**x * log(base), and 0 where base == 0 and
+# x >= 0 (FunctionsManual.cpp, pow_backward_exponent); elsewhere what the formula gives.
+def test_zero_base():
+    x = Tensor(np.array([0.0, 1.0, 2.0, 0.5, -1.0]), requires_grad=True)
+    y = 0.0 ** x
+    np.testing.assert_array_equal(y.data, [1.0, 0.0, 0.0, 0.0, np.inf])
+    g = np.random.default_rng(1).standard_normal(5)
+    y.backward(g)
+    np.testing.assert_array_equal(x.grad, [0.0, 0.0, 0.0, 0.0, -np.inf])   # inf * log 0
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_positive_base_closed_form_and_dtype(dtype):
+    rng = np.random.default_rng(2)
+    xs = rng.standard_normal(6)
+    x = Tensor(xs.astype(dtype), requires_grad=True)
+    y = 2.0 ** x
+    assert y.dtype == dtype
+    g = rng.standard_normal(6)
+    y.backward(g.astype(dtype))
+    rtol = 1e-6 if dtype == np.float32 else 1e-14
+    np.testing.assert_allclose(y.data, 2.0 ** xs, rtol=rtol)
+    np.testing.assert_allclose(x.grad, g * 2.0 ** xs * np.log(2.0), rtol=rtol)
+
+
+def test_negative_base_is_nan_where_the_power_is_not_real():
+    x = Tensor(np.array([2.0, 3.0, 0.5]), requires_grad=True)
+    y = (-2.0) ** x
+    np.testing.assert_array_equal(y.data, [4.0, -8.0, np.nan])
+    y.backward(np.ones(3))
+    assert np.isnan(x.grad).all()                  # log(-2) is not real: torch gives nan too
