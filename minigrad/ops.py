@@ -609,6 +609,29 @@ class Where(Function):
 
 
 # ----------------------------------------------------------------------------- functions
+_CATEGORY = {"b": 0, "i": 1, "u": 1, "f": 2}     # bool < integer < floating (PyTorch's categories)
+
+
+def promote(a, b):
+    """Cast the operands (Tensors or arrays) of a binary op to PyTorch's result dtype.
+
+    ``torch.result_type``: across categories the higher one's dtype wins (int64 with float32 is
+    float32; NumPy would give float64); within a category a 0-d operand takes the dimensioned
+    one's dtype (float32 (3,) with a 0-d float64 is float32), and otherwise the op's own NumPy
+    promotion gives the wider dtype. A Tensor is cast by ``Cast``, so its gradient flows back.
+    """
+    ca, cb = _CATEGORY[a.dtype.kind], _CATEGORY[b.dtype.kind]
+    if ca == cb and (a.ndim == 0) == (b.ndim == 0):
+        return a, b
+    if ca > cb or (ca == cb and b.ndim == 0):
+        return a, _cast(b, a.dtype)
+    return _cast(a, b.dtype), b
+
+
+def _cast(x, dtype):
+    return Cast.apply(x, dtype=dtype) if isinstance(x, Tensor) else x.astype(dtype)
+
+
 def _float_like(value, like):
     if isinstance(value, Tensor):
         return value
@@ -622,14 +645,15 @@ def where(condition, x, y) -> Tensor:
 
     Args:
         condition: bool array or Tensor (not differentiated).
-        x, y: Tensors, arrays or scalars; a scalar takes the other operand's floating dtype.
+        x, y: Tensors, arrays or scalars; a scalar takes the other operand's floating dtype;
+            the dtypes are promoted as PyTorch's (``promote``).
 
     Returns:
         Tensor of the broadcast shape.
     """
     cond = condition.data if isinstance(condition, Tensor) else condition
     like = x if isinstance(x, Tensor) else y
-    return Where.apply(cond, _float_like(x, like), _float_like(y, like))
+    return Where.apply(cond, *promote(_float_like(x, like), _float_like(y, like)))
 
 
 def masked_fill(x: Tensor, mask, value: float) -> Tensor:

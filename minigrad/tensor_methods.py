@@ -85,25 +85,21 @@ def _operand(x: Any, like: "Tensor"):
             return np.asarray(x, dtype=like.dtype)
         if isinstance(x, (bool, numbers.Integral)) and np.issubdtype(like.dtype, np.integer):
             return np.asarray(x, dtype=like.dtype)
+        if isinstance(x, float):
+            return np.asarray(x, dtype=np.float32)
         return np.asarray(x)
     return np.asarray(x)
 
 
 def _pair(t: "Tensor", other: Any):
-    """Both sides of a binary operator as engine operands.
+    """Both sides of a binary operator as engine operands, in PyTorch's result dtype.
 
-    A Python scalar takes ``t``'s dtype (float32 stays float32); when an integer or bool side
-    meets a floating side, the integer side is cast to the floating dtype (PyTorch's rule;
-    NumPy would turn int64 with float32 into float64). Integer sides never require grad, so
-    the cast side is a constant.
+    A Python scalar takes ``t``'s dtype (float32 stays float32), and a float one with an
+    integer ``t`` gives float32 (PyTorch's default dtype); then ``ops.promote``: the floating
+    side's dtype wins over an integer side (NumPy would turn int64 with float32 into float64),
+    and a 0-d side takes a dimensioned side's dtype within a category (as PyTorch).
     """
-    o = _operand(other, t)
-    td, od = t.dtype, o.dtype
-    if td.kind == "f" and od.kind in "biu":
-        o = (o.data if isinstance(o, Tensor) else o).astype(td)
-    elif od.kind == "f" and td.kind in "biu":
-        return t.data.astype(od), o
-    return t, o
+    return ops.promote(t, _operand(other, t))
 
 
 @attach_to_tensor

@@ -84,3 +84,65 @@ def test_negative_base_is_nan_where_the_power_is_not_real():
     np.testing.assert_array_equal(y.data, [4.0, -8.0, np.nan])
     y.backward(np.ones(3))
     assert np.isnan(x.grad).all()                  # log(-2) is not real: torch gives nan too
+
+
+# ------------------------------------------------ type promotion with 0-d Tensors (TVM #20405)
+# The examples of PyTorch's "Tensor Attributes" page (type promotion), plus its rules: within a
+# category a 0-d tensor does not promote a dimensioned one; a 0-d tensor of a higher category
+# gives its own dtype; a Python float with an integer tensor gives the default dtype, float32.
+def _t(dtype, shape=(1,)):
+    return Tensor(np.ones(shape, dtype=dtype))
+
+
+PROMOTIONS = [
+    (lambda: _t(np.int32) + 5, np.int32),
+    (lambda: _t(np.int32) + _t(np.int64, ()), np.int32),            # int_tensor + long_zerodim
+    (lambda: _t(np.int64) + _t(np.int32), np.int64),
+    (lambda: _t(np.bool_) + _t(np.int64), np.int64),
+    (lambda: _t(np.bool_) + _t(np.uint8), np.uint8),
+    (lambda: _t(np.float32) + _t(np.float64), np.float64),
+    (lambda: _t(np.bool_) + _t(np.int32), np.int32),
+    (lambda: _t(np.int64) + _t(np.float32), np.float32),            # torch.add(long, float)
+    (lambda: _t(np.float32, 3) * _t(np.float64, ()), np.float32),   # TVM #20405
+    (lambda: _t(np.float64, ()) * _t(np.float32, 3), np.float32),
+    (lambda: _t(np.float32, 3) / np.float64(2.0), np.float32),
+    (lambda: _t(np.float32, 3) - np.ones((), np.float64), np.float32),
+    (lambda: _t(np.float32, ()) * _t(np.float64, ()), np.float64),  # two 0-d: no exception
+    (lambda: _t(np.int64, 3) * _t(np.float64, ()), np.float64),     # higher-category 0-d
+    (lambda: _t(np.int64, 3) * _t(np.float32, ()), np.float32),
+    (lambda: _t(np.bool_, 3) + _t(np.int64, ()), np.int64),
+    (lambda: _t(np.int64, 3) * 2.5, np.float32),                    # float scalar: default
+    (lambda: 2.5 - _t(np.int32, 3), np.float32),
+]
+
+
+@pytest.mark.parametrize("k", range(len(PROMOTIONS)))
+def test_binary_ops_promote_as_pytorch(k):
+    make, dtype = PROMOTIONS[k]
+    assert make().dtype == dtype
+
+
+def test_a_0d_float64_operand_keeps_float32_and_gets_its_float64_gradient():
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal(3)
+    x = Tensor(a.astype(np.float32), requires_grad=True)
+    s = Tensor(np.float64(1.7), requires_grad=True)
+    for y, ref in ((x * s, a * 1.7), (s - x, 1.7 - a), (x / s, a / 1.7)):
+        assert y.dtype == np.float32
+        np.testing.assert_allclose(y.data, ref, rtol=1e-6)
+    g = rng.standard_normal(3)
+    (x * s).backward(g.astype(np.float32))
+    assert s.grad.dtype == np.float64 and x.grad.dtype == np.float32
+    np.testing.assert_allclose(s.grad, np.sum(g * a), rtol=1e-6)     # d/ds sum(g * x * s)
+    np.testing.assert_allclose(x.grad, g * 1.7, rtol=1e-6)
+
+
+def test_where_promotes_as_pytorch():
+    from minigrad import where
+    x = Tensor(np.ones(3, dtype=np.float32), requires_grad=True)
+    s = Tensor(np.float64(2.0), requires_grad=True)
+    y = where(np.array([True, False, True]), x, s)
+    assert y.dtype == np.float32
+    y.backward(np.array([1.0, 2.0, 3.0], dtype=np.float32))
+    assert s.grad == 2.0 and s.grad.dtype == np.float64
+    np.testing.assert_array_equal(x.grad, [1.0, 0.0, 3.0])
