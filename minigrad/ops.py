@@ -44,11 +44,6 @@ def unbroadcast(grad: np.ndarray, shape: tuple, dtype=None) -> np.ndarray:
     return grad
 
 
-def _g(grad, a):
-    """Gradient for input array ``a``: unbroadcast to its shape and dtype."""
-    return unbroadcast(grad, np.shape(a), np.asarray(a).dtype)
-
-
 def _shapes_dtypes(a, b):
     """((shape, dtype) of a, (shape, dtype) of b): all that Add's and Sub's backward need."""
     return (np.shape(a), np.asarray(a).dtype), (np.shape(b), np.asarray(b).dtype)
@@ -101,34 +96,42 @@ class Sub(Function):
 
 
 class Mul(Function):
-    """c = a * b.   da = dc * b, db = dc * a."""
+    """c = a * b.   da = dc * b, db = dc * a  (a is saved only when b needs a gradient, and b
+    when a does, as PyTorch: ``z = y * 2`` keeps no copy of y, so a later ``y += 1`` leaves it
+    valid)."""
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.save_for_backward(np.asarray(a), np.asarray(b))
+        na, nb = ctx.needs_input_grad
+        ctx.save_for_backward(np.asarray(a) if nb else None, np.asarray(b) if na else None)
+        ctx.shapes = _shapes_dtypes(a, b)
         return np.multiply(a, b)
 
     @staticmethod
     def backward(ctx, dc):
         a, b = ctx.saved_tensors
+        (sa, ta), (sb, tb) = ctx.shapes
         na, nb = ctx.needs_input_grad
-        return (_g(dc * b, a) if na else None, _g(dc * a, b) if nb else None)
+        return (unbroadcast(dc * b, sa, ta) if na else None,
+                unbroadcast(dc * a, sb, tb) if nb else None)
 
 
 class Div(Function):
-    """c = a / b.   da = dc / b, db = -dc * a / b**2."""
+    """c = a / b.   da = dc / b, db = -dc * a / b**2  (a is saved only when b needs a gradient)."""
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.save_for_backward(np.asarray(a), np.asarray(b))
+        ctx.save_for_backward(np.asarray(a) if ctx.needs_input_grad[1] else None, np.asarray(b))
+        ctx.shapes = _shapes_dtypes(a, b)
         return np.divide(a, b)
 
     @staticmethod
     def backward(ctx, dc):
         a, b = ctx.saved_tensors
+        (sa, ta), (sb, tb) = ctx.shapes
         na, nb = ctx.needs_input_grad
-        da = _g(dc / b, a) if na else None
-        db = _g(-dc * a / (b * b), b) if nb else None
+        da = unbroadcast(dc / b, sa, ta) if na else None
+        db = unbroadcast(-dc * a / (b * b), sb, tb) if nb else None
         return da, db
 
 
@@ -273,18 +276,19 @@ class Sigmoid(Function):
 
 
 class Relu(Function):
-    """c = max(a, 0).   da = dc * not(a <= 0)  (0 at a = 0, and dc passes at a = NaN: PyTorch's
-    ``threshold_backward``)."""
+    """c = max(a, 0).   da = dc * not(c <= 0)  (0 at a = 0, and dc passes at a = NaN: PyTorch's
+    ``threshold_backward`` on the saved output, as PyTorch saves it)."""
 
     @staticmethod
     def forward(ctx, a):
-        ctx.save_for_backward(a)
-        return np.maximum(a, 0)
+        c = np.maximum(a, 0)
+        ctx.save_for_backward(c)
+        return c
 
     @staticmethod
     def backward(ctx, dc):
-        (a,) = ctx.saved_tensors
-        return dc * ~(a <= 0)
+        (c,) = ctx.saved_tensors
+        return dc * ~(c <= 0)
 
 
 class Abs(Function):
@@ -348,7 +352,8 @@ class Cast(Function):
 class MatMul(Function):
     """c = a @ b (np.matmul: 1-D, 2-D, batched with broadcast batch axes).
 
-    da = dc @ b^T,  db = a^T @ dc  (^T swaps the last two axes; batch axes summed back).
+    da = dc @ b^T,  db = a^T @ dc  (^T swaps the last two axes; batch axes summed back). a is
+    saved only when b needs a gradient, and b when a does (PyTorch's rule).
     """
 
     @staticmethod
@@ -356,28 +361,31 @@ class MatMul(Function):
         a, b = np.asarray(a), np.asarray(b)
         if a.ndim == 0 or b.ndim == 0:
             raise ValueError("matmul: input operand does not have enough dimensions (0-d)")
-        ctx.save_for_backward(a, b)
+        na, nb = ctx.needs_input_grad
+        ctx.save_for_backward(a if nb else None, b if na else None)
+        ctx.shapes = _shapes_dtypes(a, b)
         return np.matmul(a, b)
 
     @staticmethod
     def backward(ctx, dc):
         a, b = ctx.saved_tensors
+        (sa, ta), (sb, tb) = ctx.shapes
         na, nb = ctx.needs_input_grad
         # Promote 1-D operands as np.matmul does, then put the removed axes back into dc.
-        a2 = a[None, :] if a.ndim == 1 else a
-        b2 = b[:, None] if b.ndim == 1 else b
+        sa2 = (1,) + sa if len(sa) == 1 else sa
+        sb2 = sb + (1,) if len(sb) == 1 else sb
         dc2 = dc
-        if a.ndim == 1:
-            dc2 = np.expand_dims(dc2, -2 if b.ndim > 1 else -1)
-        if b.ndim == 1:
+        if len(sa) == 1:
+            dc2 = np.expand_dims(dc2, -2 if len(sb) > 1 else -1)
+        if len(sb) == 1:
             dc2 = np.expand_dims(dc2, -1)
         da = db = None
         if na:
-            da = np.matmul(dc2, np.swapaxes(b2, -1, -2))
-            da = unbroadcast(da, a2.shape, a.dtype).reshape(a.shape)
+            da = np.matmul(dc2, np.swapaxes(b.reshape(sb2), -1, -2))
+            da = unbroadcast(da, sa2, ta).reshape(sa)
         if nb:
-            db = np.matmul(np.swapaxes(a2, -1, -2), dc2)
-            db = unbroadcast(db, b2.shape, b.dtype).reshape(b.shape)
+            db = np.matmul(np.swapaxes(a.reshape(sa2), -1, -2), dc2)
+            db = unbroadcast(db, sb2, tb).reshape(sb)
         return da, db
 
 
