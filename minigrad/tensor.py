@@ -19,6 +19,7 @@ A float32 graph computes and returns float32 gradients. Around this file: ``ops.
 primitive Functions (``unbroadcast`` sums a broadcast gradient back to its input's shape);
 ``tensor_methods.py``, Tensor's operators and methods (``+``, ``@``, ``sum``, ...);
 ``_guards.py``, the checks that turn a mistake into an error; ``_inplace.py``, ``+=`` & co.
+(recorded in the graph by giving the Tensor a new node: ``graph_inputs``).
 """
 from __future__ import annotations
 
