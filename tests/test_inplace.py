@@ -157,6 +157,25 @@ def test_micrograds_more_ops_with_in_place_operators_on_non_leaves():
         (24.7041, 138.8338, 645.5773)
 
 
+def test_every_in_place_operator_on_a_non_leaf_against_central_differences():
+    def f(x, u):
+        y = x * 1.5
+        y += u
+        y -= x * u
+        y *= u
+        y /= x
+        y **= 2
+        y.add_(u, alpha=0.5)
+        y.sub_(x, alpha=2.0)
+        y.mul_(x)
+        y.div_(u)
+        return y
+
+    x = Tensor(RNG.uniform(0.5, 2.0, (2, 3)), requires_grad=True)
+    u = Tensor(RNG.uniform(0.5, 2.0, (3,)), requires_grad=True)
+    assert mg.gradcheck(f, [x, u])
+
+
 def test_a_node_recorded_before_the_in_place_op_keeps_the_old_history():
     # L = sum(r1 * z) + sum(r2 * y) with z = 2x + 1 taken before y *= x (y = 2x, then 2x * x):
     # dL/dx = 2 r1 + 4 x r2 (closed form).
