@@ -257,6 +257,8 @@ class TensorMethods:
 
     def __array__(self, dtype=None, copy=None):
         if dtype is not None and dtype != self._data.dtype:
+            if copy is False:                   # NumPy 2's protocol: no copy was asked for
+                raise ValueError(f"Unable to avoid a copy casting {self.dtype} to {dtype}")
             return self._data.astype(dtype)
         return self._data.copy() if copy else self._data
 

@@ -146,3 +146,14 @@ def test_where_promotes_as_pytorch():
     y.backward(np.array([1.0, 2.0, 3.0], dtype=np.float32))
     assert s.grad == 2.0 and s.grad.dtype == np.float64
     np.testing.assert_array_equal(x.grad, [1.0, 0.0, 3.0])
+
+
+# ------------------------------------------------ no option accepted and ignored
+def test_array_protocol_honours_copy_false():
+    # NumPy 2's __array__ protocol: copy=False must raise when a copy is needed (a cast)
+    t = Tensor(np.ones(3))
+    assert np.asarray(t, copy=False) is t.data
+    with pytest.raises(ValueError):
+        np.asarray(t, dtype=np.float32, copy=False)
+    assert np.asarray(t, dtype=np.float32).dtype == np.float32
+    assert np.array(t, copy=True) is not t.data
