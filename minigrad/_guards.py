@@ -19,12 +19,13 @@ import numpy as np
 
 
 class VersionCounter:
-    """A mutable integer shared by a Tensor and the views made from it."""
+    """A mutable integer shared by a Tensor and the views made from it; ``shared`` once it is."""
 
-    __slots__ = ("value",)
+    __slots__ = ("value", "shared")
 
     def __init__(self) -> None:
         self.value = 0
+        self.shared = False
 
 
 def shares_memory(a: np.ndarray, b: np.ndarray) -> bool:
@@ -42,6 +43,7 @@ def share_view_counter(result, args) -> None:
     for a in args:
         if hasattr(a, "_vc") and shares_memory(result._data, a._data):
             result._vc = a._vc
+            a._vc.shared = True
             return
 
 

@@ -7,52 +7,76 @@ counter (``_guards.VersionCounter``, shared with the views made from it), so a b
 that saved the old values raises instead of computing a wrong gradient.
 
 As in PyTorch, an in-place op is refused on a leaf that requires grad while grad mode is on
-(an optimizer step runs under ``no_grad``). PyTorch also records an in-place op on a non-leaf
-(or with an operand that requires grad) in the graph; minigrad refuses those with a clear
-error instead (docs/pytorch.md).
+(an optimizer step runs under ``no_grad``), and recorded in the graph on a non-leaf (or with an
+operand that requires grad): ``y += z`` computes ``y_before + z`` with the ordinary Functions
+on a copy of ``y`` that keeps its history (``y_before``), writes the result into ``y``'s array,
+bumps the version and gives ``y`` the new node. A node recorded before the op still reads
+``y_before`` (``tensor.graph_inputs``); one that saved ``y``'s old values raises at backward,
+as in PyTorch. A Tensor that shares its memory with another (a view, ``detach``) is refused
+there: the other Tensor's graph would not see the op (docs/pytorch.md).
 """
 from __future__ import annotations
 
 import numbers
+import operator
 from typing import Any
 
 import numpy as np
 
 from .grad_mode import is_grad_enabled
+from . import ops
 from .tensor import Tensor
 from .tensor_methods import attach_to_tensor, index_arrays, plain
+
+# The out-of-place operator that gives what each in-place ufunc writes, for the graph.
+_OUT_OF_PLACE = {np.add: operator.add, np.subtract: operator.sub, np.multiply: operator.mul,
+                 np.divide: operator.truediv, np.power: operator.pow}
 
 
 @attach_to_tensor
 class InplaceOps:
     """The in-place methods of ``minigrad.Tensor`` (copied onto it; not used on its own)."""
 
-    def _check_inplace(self, op: str, *operands: Any) -> None:
-        """Raise RuntimeError when ``op`` may not run in place here (see the module docstring)."""
+    def _check_inplace(self, op: str, *operands: Any) -> bool:
+        """Whether ``op`` must be recorded in the graph; RuntimeError where it may not run in
+        place (see the module docstring)."""
         if not is_grad_enabled():
-            return
+            return False
         if self._requires_grad and self._ctx is None:
             raise RuntimeError(
                 f"{op}: a leaf Variable that requires grad is being used in an in-place "
                 "operation. Wrap the update in minigrad.no_grad() (as an optimizer step does)."
             )
-        if self._ctx is not None:
+        record = self._requires_grad or any(isinstance(o, Tensor) and o._requires_grad
+                                            for o in operands)
+        if record and self._vc.shared:
             raise RuntimeError(
-                f"{op}: in-place operation on a non-leaf Tensor (made by "
-                f"{self._ctx.fn_cls.__name__}) while grad mode is on. PyTorch records it in the "
-                "graph; minigrad does not: write y = y + z (out of place), or wrap the update "
-                "in minigrad.no_grad()."
+                f"{op}: in-place operation, recorded in the graph, on a Tensor that shares its "
+                "memory with another (a view, or detach()): the other's graph would not see "
+                "it. Write y = y + z (out of place), or wrap the update in minigrad.no_grad()."
             )
-        if any(isinstance(o, Tensor) and o._requires_grad for o in operands):
-            raise RuntimeError(
-                f"{op}: in-place operation with an operand that requires grad while grad mode "
-                "is on. PyTorch records it in the graph; minigrad does not: write "
-                "y = y + z (out of place), or wrap the update in minigrad.no_grad()."
-            )
+        return record
+
+    def _record(self, compute) -> "Tensor":
+        """Run the op out of place, ``compute(before)``, on a copy of self that keeps its
+        history; write the result into self's array and give self the op's node."""
+        before = Tensor(self._data.copy())
+        before._ctx, before._requires_grad = self._ctx, self._requires_grad
+        out = compute(before)
+        if out.dtype != self.dtype:
+            out = out.astype(self.dtype)
+        self._data[...] = out._data
+        self._bump()
+        if self._before is None:
+            self._before = {}
+        self._before[self._ctx] = before          # for the nodes that used self until now
+        before._before = self._before
+        self._ctx, self._requires_grad = out._ctx, out._requires_grad
+        return self
 
     def _inplace(self, op: str, ufunc, other: Any) -> "Tensor":
         """``data = ufunc(data, other)`` into the same array; checks, then bumps the version."""
-        self._check_inplace(op, other)
+        record = self._check_inplace(op, other)
         o = plain(other)
         if isinstance(o, (numbers.Number, np.generic)) and not isinstance(o, np.ndarray) \
                 and self.dtype.kind == "f":
@@ -71,6 +95,8 @@ class InplaceOps:
         if not np.can_cast(res, self.dtype, "same_kind"):
             raise TypeError(f"{op}: result type {res} can't be cast to the Tensor's dtype "
                             f"{self.dtype}")
+        if record:
+            return self._record(lambda before: _OUT_OF_PLACE[ufunc](before, other))
         ufunc(self._data, o, out=self._data, casting="unsafe")
         self._bump()
         return self
@@ -79,9 +105,11 @@ class InplaceOps:
         """Set every element to 0 in place (bumps the version counter).
 
         Raises:
-            RuntimeError: in grad mode, on a leaf that requires grad or a non-leaf.
+            RuntimeError: in grad mode, on a leaf that requires grad, or where the op is
+                recorded on a Tensor that shares its memory with another.
         """
-        self._check_inplace("zero_")
+        if self._check_inplace("zero_"):
+            return self._record(lambda before: ops.where(True, 0.0, before))
         self._data[...] = 0
         self._bump()
         return self
@@ -90,9 +118,11 @@ class InplaceOps:
         """Set every element to ``value`` in place (bumps the version counter).
 
         Raises:
-            RuntimeError: in grad mode, on a leaf that requires grad or a non-leaf.
+            RuntimeError: in grad mode, on a leaf that requires grad, or where the op is
+                recorded on a Tensor that shares its memory with another.
         """
-        self._check_inplace("fill_", value)
+        if self._check_inplace("fill_", value):
+            return self._record(lambda before: ops.where(True, value, before))
         self._data[...] = plain(value)
         self._bump()
         return self
@@ -102,10 +132,11 @@ class InplaceOps:
 
         Raises:
             ValueError: if ``src`` does not broadcast to ``self.shape``.
-            RuntimeError: in grad mode, on a leaf that requires grad, a non-leaf, or with a
-                ``src`` that requires grad.
+            RuntimeError: in grad mode, on a leaf that requires grad, or where the op is
+                recorded on a Tensor that shares its memory with another.
         """
-        self._check_inplace("copy_", src)
+        if self._check_inplace("copy_", src):
+            return self._record(lambda before: ops.where(True, src, before))
         src = np.asarray(plain(src))
         np.copyto(self._data, np.broadcast_to(src, self.shape), casting="unsafe")
         self._bump()
@@ -117,19 +148,17 @@ class InplaceOps:
         Raises:
             ValueError: if ``other`` does not broadcast to ``self.shape``.
             TypeError: if the result cannot be stored in this dtype (float into int).
-            RuntimeError: in grad mode, on a leaf that requires grad, a non-leaf, or with an
-                ``other`` that requires grad.
+            RuntimeError: in grad mode, on a leaf that requires grad, or where the op is
+                recorded on a Tensor that shares its memory with another.
         """
         if alpha != 1.0:
-            self._check_inplace("add_", other)
-            other = np.multiply(alpha, plain(other))
+            other = other * alpha if isinstance(other, Tensor) else np.multiply(alpha, other)
         return self._inplace("add_", np.add, other)
 
     def sub_(self, other: Any, alpha: float = 1.0) -> "Tensor":
         """``data -= alpha * other`` in place (bumps the version counter); as ``add_``."""
         if alpha != 1.0:
-            self._check_inplace("sub_", other)
-            other = np.multiply(alpha, plain(other))
+            other = other * alpha if isinstance(other, Tensor) else np.multiply(alpha, other)
         return self._inplace("sub_", np.subtract, other)
 
     def mul_(self, other: Any) -> "Tensor":
@@ -157,6 +186,21 @@ class InplaceOps:
         return self._inplace("**=", np.power, other)
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        self._check_inplace("__setitem__", value)
-        self._data[index_arrays(index)] = plain(value)
+        """``t[index] = value`` (bumps the version counter); recorded in the graph as
+        ``where(mask, value, t)`` for a ``value`` that needs no gradient.
+
+        Raises:
+            RuntimeError: in grad mode, on a leaf that requires grad, or with a ``value`` that
+                requires grad (not supported: use ``where`` or ``masked_fill``).
+        """
+        index = index_arrays(index)
+        if self._check_inplace("__setitem__", value):
+            if isinstance(value, Tensor) and value._requires_grad:
+                raise RuntimeError("__setitem__: a value that requires grad is not supported in "
+                                   "grad mode; use minigrad.where(mask, value, t) (out of place)")
+            mask, new = np.zeros(self.shape, dtype=bool), self._data.copy()
+            mask[index], new[index] = True, plain(value)
+            self._record(lambda before: ops.where(mask, new, before))
+            return
+        self._data[index] = plain(value)
         self._bump()

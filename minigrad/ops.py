@@ -44,11 +44,6 @@ def unbroadcast(grad: np.ndarray, shape: tuple, dtype=None) -> np.ndarray:
     return grad
 
 
-def _g(grad, a):
-    """Gradient for input array ``a``: unbroadcast to its shape and dtype."""
-    return unbroadcast(grad, np.shape(a), np.asarray(a).dtype)
-
-
 def _shapes_dtypes(a, b):
     """((shape, dtype) of a, (shape, dtype) of b): all that Add's and Sub's backward need."""
     return (np.shape(a), np.asarray(a).dtype), (np.shape(b), np.asarray(b).dtype)
@@ -61,12 +56,12 @@ def _norm_axes(axis, ndim):
         axis = (axis,)
     out = []
     for ax in axis:
-        if not -ndim <= ax < max(ndim, 1) or (ndim == 0 and ax not in (0, -1)):
+        if not -max(ndim, 1) <= ax < max(ndim, 1):     # a 0-d array takes 0 and -1 (PyTorch)
             raise AxisError(int(ax), ndim)
         out.append(int(ax) % max(ndim, 1))
     if len(set(out)) != len(out):
         raise ValueError(f"duplicate value in axis: {axis}")
-    return tuple(out)
+    return tuple(out) if ndim else ()                   # a 0-d array has no axis to reduce
 
 
 # ----------------------------------------------------------------------------- arithmetic
@@ -101,34 +96,42 @@ class Sub(Function):
 
 
 class Mul(Function):
-    """c = a * b.   da = dc * b, db = dc * a."""
+    """c = a * b.   da = dc * b, db = dc * a  (a is saved only when b needs a gradient, and b
+    when a does, as PyTorch: ``z = y * 2`` keeps no copy of y, so a later ``y += 1`` leaves it
+    valid)."""
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.save_for_backward(np.asarray(a), np.asarray(b))
+        na, nb = ctx.needs_input_grad
+        ctx.save_for_backward(np.asarray(a) if nb else None, np.asarray(b) if na else None)
+        ctx.shapes = _shapes_dtypes(a, b)
         return np.multiply(a, b)
 
     @staticmethod
     def backward(ctx, dc):
         a, b = ctx.saved_tensors
+        (sa, ta), (sb, tb) = ctx.shapes
         na, nb = ctx.needs_input_grad
-        return (_g(dc * b, a) if na else None, _g(dc * a, b) if nb else None)
+        return (unbroadcast(dc * b, sa, ta) if na else None,
+                unbroadcast(dc * a, sb, tb) if nb else None)
 
 
 class Div(Function):
-    """c = a / b.   da = dc / b, db = -dc * a / b**2."""
+    """c = a / b.   da = dc / b, db = -dc * a / b**2  (a is saved only when b needs a gradient)."""
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.save_for_backward(np.asarray(a), np.asarray(b))
+        ctx.save_for_backward(np.asarray(a) if ctx.needs_input_grad[1] else None, np.asarray(b))
+        ctx.shapes = _shapes_dtypes(a, b)
         return np.divide(a, b)
 
     @staticmethod
     def backward(ctx, dc):
         a, b = ctx.saved_tensors
+        (sa, ta), (sb, tb) = ctx.shapes
         na, nb = ctx.needs_input_grad
-        da = _g(dc / b, a) if na else None
-        db = _g(-dc * a / (b * b), b) if nb else None
+        da = unbroadcast(dc / b, sa, ta) if na else None
+        db = unbroadcast(-dc * a / (b * b), sb, tb) if nb else None
         return da, db
 
 
@@ -169,6 +172,28 @@ class Pow(Function):
             return np.zeros_like(a)
         pa = np.asarray(p, dtype=a.dtype)
         return (dc * pa * np.power(a, np.asarray(p - 1.0, dtype=a.dtype))).astype(a.dtype, copy=False)
+
+
+class RPow(Function):
+    """c = base ** a for a real scalar base.   da = dc * c * log(base), and 0 where base = 0 and
+    a >= 0 (PyTorch's ``pow_backward_exponent``: 0 ** a is constant there; log(0) = -inf would
+    give 0 * -inf = NaN); a negative base gives NaN where the power is not real, as PyTorch."""
+
+    @staticmethod
+    def forward(ctx, a, base):
+        b = np.asarray(base, dtype=a.dtype if a.dtype.kind == "f" else None)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            c = np.power(b, a)
+        ctx.save_for_backward(a, c)
+        ctx.base = b
+        return c
+
+    @staticmethod
+    def backward(ctx, dc):
+        a, c = ctx.saved_tensors
+        with np.errstate(invalid="ignore", divide="ignore"):
+            dlog = np.where((ctx.base == 0) & (a >= 0), 0, c * np.log(ctx.base))
+        return (dc * dlog).astype(a.dtype, copy=False)
 
 
 # ----------------------------------------------------------------------------- elementwise
@@ -251,18 +276,19 @@ class Sigmoid(Function):
 
 
 class Relu(Function):
-    """c = max(a, 0).   da = dc * not(a <= 0)  (0 at a = 0, and dc passes at a = NaN: PyTorch's
-    ``threshold_backward``)."""
+    """c = max(a, 0).   da = dc * not(c <= 0)  (0 at a = 0, and dc passes at a = NaN: PyTorch's
+    ``threshold_backward`` on the saved output, as PyTorch saves it)."""
 
     @staticmethod
     def forward(ctx, a):
-        ctx.save_for_backward(a)
-        return np.maximum(a, 0)
+        c = np.maximum(a, 0)
+        ctx.save_for_backward(c)
+        return c
 
     @staticmethod
     def backward(ctx, dc):
-        (a,) = ctx.saved_tensors
-        return dc * ~(a <= 0)
+        (c,) = ctx.saved_tensors
+        return dc * ~(c <= 0)
 
 
 class Abs(Function):
@@ -326,7 +352,8 @@ class Cast(Function):
 class MatMul(Function):
     """c = a @ b (np.matmul: 1-D, 2-D, batched with broadcast batch axes).
 
-    da = dc @ b^T,  db = a^T @ dc  (^T swaps the last two axes; batch axes summed back).
+    da = dc @ b^T,  db = a^T @ dc  (^T swaps the last two axes; batch axes summed back). a is
+    saved only when b needs a gradient, and b when a does (PyTorch's rule).
     """
 
     @staticmethod
@@ -334,28 +361,31 @@ class MatMul(Function):
         a, b = np.asarray(a), np.asarray(b)
         if a.ndim == 0 or b.ndim == 0:
             raise ValueError("matmul: input operand does not have enough dimensions (0-d)")
-        ctx.save_for_backward(a, b)
+        na, nb = ctx.needs_input_grad
+        ctx.save_for_backward(a if nb else None, b if na else None)
+        ctx.shapes = _shapes_dtypes(a, b)
         return np.matmul(a, b)
 
     @staticmethod
     def backward(ctx, dc):
         a, b = ctx.saved_tensors
+        (sa, ta), (sb, tb) = ctx.shapes
         na, nb = ctx.needs_input_grad
         # Promote 1-D operands as np.matmul does, then put the removed axes back into dc.
-        a2 = a[None, :] if a.ndim == 1 else a
-        b2 = b[:, None] if b.ndim == 1 else b
+        sa2 = (1,) + sa if len(sa) == 1 else sa
+        sb2 = sb + (1,) if len(sb) == 1 else sb
         dc2 = dc
-        if a.ndim == 1:
-            dc2 = np.expand_dims(dc2, -2 if b.ndim > 1 else -1)
-        if b.ndim == 1:
+        if len(sa) == 1:
+            dc2 = np.expand_dims(dc2, -2 if len(sb) > 1 else -1)
+        if len(sb) == 1:
             dc2 = np.expand_dims(dc2, -1)
         da = db = None
         if na:
-            da = np.matmul(dc2, np.swapaxes(b2, -1, -2))
-            da = unbroadcast(da, a2.shape, a.dtype).reshape(a.shape)
+            da = np.matmul(dc2, np.swapaxes(b.reshape(sb2), -1, -2))
+            da = unbroadcast(da, sa2, ta).reshape(sa)
         if nb:
-            db = np.matmul(np.swapaxes(a2, -1, -2), dc2)
-            db = unbroadcast(db, b2.shape, b.dtype).reshape(b.shape)
+            db = np.matmul(np.swapaxes(a.reshape(sa2), -1, -2), dc2)
+            db = unbroadcast(db, sb2, tb).reshape(sb)
         return da, db
 
 
@@ -587,6 +617,29 @@ class Where(Function):
 
 
 # ----------------------------------------------------------------------------- functions
+_CATEGORY = {"b": 0, "i": 1, "u": 1, "f": 2}     # bool < integer < floating (PyTorch's categories)
+
+
+def promote(a, b):
+    """Cast the operands (Tensors or arrays) of a binary op to PyTorch's result dtype.
+
+    ``torch.result_type``: across categories the higher one's dtype wins (int64 with float32 is
+    float32; NumPy would give float64); within a category a 0-d operand takes the dimensioned
+    one's dtype (float32 (3,) with a 0-d float64 is float32), and otherwise the op's own NumPy
+    promotion gives the wider dtype. A Tensor is cast by ``Cast``, so its gradient flows back.
+    """
+    ca, cb = _CATEGORY[a.dtype.kind], _CATEGORY[b.dtype.kind]
+    if ca == cb and (a.ndim == 0) == (b.ndim == 0):
+        return a, b
+    if ca > cb or (ca == cb and b.ndim == 0):
+        return a, _cast(b, a.dtype)
+    return _cast(a, b.dtype), b
+
+
+def _cast(x, dtype):
+    return Cast.apply(x, dtype=dtype) if isinstance(x, Tensor) else x.astype(dtype)
+
+
 def _float_like(value, like):
     if isinstance(value, Tensor):
         return value
@@ -600,14 +653,15 @@ def where(condition, x, y) -> Tensor:
 
     Args:
         condition: bool array or Tensor (not differentiated).
-        x, y: Tensors, arrays or scalars; a scalar takes the other operand's floating dtype.
+        x, y: Tensors, arrays or scalars; a scalar takes the other operand's floating dtype;
+            the dtypes are promoted as PyTorch's (``promote``).
 
     Returns:
         Tensor of the broadcast shape.
     """
     cond = condition.data if isinstance(condition, Tensor) else condition
     like = x if isinstance(x, Tensor) else y
-    return Where.apply(cond, _float_like(x, like), _float_like(y, like))
+    return Where.apply(cond, *promote(_float_like(x, like), _float_like(y, like)))
 
 
 def masked_fill(x: Tensor, mask, value: float) -> Tensor:

@@ -1,8 +1,8 @@
 """Optimizers and gradient clipping: ``AdamW`` and ``clip_grad_norm_`` with PyTorch's semantics.
 
 ``AdamW`` follows ``torch.optim.AdamW`` (single-tensor path, ``amsgrad=False``,
-``maximize=False``), which implements Loshchilov & Hutter, "Decoupled Weight Decay
-Regularization" (ICLR 2019, Algorithm 2) on top of Kingma & Ba, "Adam" (ICLR 2015, Algorithm 1).
+``maximize=False``: any other value of an option we do not implement is refused), which
+implements Loshchilov & Hutter, "Decoupled Weight Decay Regularization" (ICLR 2019, Algorithm 2) on top of Kingma & Ba, "Adam" (ICLR 2015, Algorithm 1).
 For each parameter ``p`` with gradient ``g`` at step ``t`` (1-based)::
 
     p   <- p * (1 - lr * weight_decay)            # decoupled weight decay, before the Adam step
@@ -42,6 +42,12 @@ def _check_number(name: str, value: Any) -> float:
     return value
 
 
+# torch.optim.AdamW's options that minigrad does not implement, with the values that leave the
+# update unchanged (torch's defaults; foreach/fused=False choose the single-tensor path we run).
+_ADAMW_OFF = {"amsgrad": (False,), "maximize": (False,), "foreach": (None, False),
+              "capturable": (False,), "differentiable": (False,), "fused": (None, False)}
+
+
 class Optimizer:
     """Base class holding parameter groups and per-parameter state (``torch.optim.Optimizer``).
 
@@ -52,9 +58,13 @@ class Optimizer:
         defaults (dict): the default hyperparameters of every group.
 
     Raises:
-        TypeError: if ``params`` is a single Tensor, or holds something that is not a Tensor,
-            or a Tensor that does not require grad / is not floating point.
-        ValueError: if the parameter list is empty, or a parameter appears in two groups.
+        TypeError: if ``params`` is a single Tensor, or holds something that is not a floating
+            point Tensor.
+        ValueError: if the parameter list is empty, a parameter appears in two groups, or a
+            group has a key that is not in ``defaults`` (it would be ignored).
+
+    A parameter that does not require grad is accepted (a frozen layer in
+    ``model.parameters()``); like any parameter whose ``grad`` is None, it is not updated.
     """
 
     def __init__(self, params, defaults: Dict[str, Any]) -> None:
@@ -100,8 +110,6 @@ class Optimizer:
             if not np.issubdtype(p.dtype, np.floating):
                 raise TypeError(f"optimizer can only optimize floating Tensors, param {i} is "
                                 f"{p.dtype}")
-            if not p.requires_grad:
-                raise ValueError(f"optimizer got param {i} that does not require grad")
             if not p.is_leaf:
                 raise ValueError(f"can't optimize a non-leaf Tensor (param {i})")
         if len({id(p) for p in params}) != len(params):
@@ -109,6 +117,10 @@ class Optimizer:
         existing = {id(p) for g in self.param_groups for p in g["params"]}
         if existing & {id(p) for p in params}:
             raise ValueError("some parameters appear in more than one parameter group")
+        unknown = sorted(set(param_group) - set(self.defaults) - {"params"})
+        if unknown:
+            raise ValueError(f"{type(self).__name__}: unknown parameter group option(s) {unknown}; "
+                             f"the options are {sorted(self.defaults)}")
         group = dict(param_group)
         group["params"] = params
         for k, v in self.defaults.items():
@@ -165,7 +177,8 @@ class Optimizer:
 
         Raises:
             ValueError: if the number of groups, the group sizes, or a state array's shape do
-                not match this optimizer's parameters.
+                not match this optimizer's parameters; or a saved hyperparameter is invalid or
+                unknown (as in the constructor).
         """
         groups = state_dict["param_groups"]
         if len(groups) != len(self.param_groups):
@@ -179,6 +192,11 @@ class Optimizer:
                     f"loaded state dict has a parameter group {i} of size {len(saved['params'])}, "
                     f"which does not match the optimizer's group of size {len(own['params'])}"
                 )
+            unknown = sorted(set(saved) - set(self.defaults) - {"params"})
+            if unknown:
+                raise ValueError(f"loaded state dict has unknown parameter group option(s) "
+                                 f"{unknown}; the options are {sorted(self.defaults)}")
+            self._validate_group({**own, **copy.deepcopy(saved)})
         id_map = {}
         for saved, own in zip(groups, self.param_groups):
             for k, p in zip(saved["params"], own["params"]):
@@ -228,10 +246,16 @@ class AdamW(Optimizer):
             [0, 1). Default (0.9, 0.999).
         eps (float): added to the denominator, >= 0. Default 1e-8.
         weight_decay (float): decoupled weight decay coefficient, >= 0. Default 0.01.
+        amsgrad, maximize, foreach, capturable, differentiable, fused: ``torch.optim.AdamW``'s
+            options, accepted only at the values that leave the update unchanged (False; None
+            or False for foreach and fused), in the constructor and in a parameter group.
 
     Raises:
         ValueError: on a negative lr, eps or weight_decay, or a beta outside [0, 1) (PyTorch's
-            checks); on an empty parameter list or a parameter in two groups.
+            checks); on an empty parameter list, a parameter in two groups or an unknown
+            parameter group key.
+        NotImplementedError: on ``amsgrad=True``, ``maximize=True``, ``foreach=True``,
+            ``capturable=True``, ``differentiable=True`` or ``fused=True`` (we would ignore it).
         TypeError: on a non-numeric hyperparameter or a non-Tensor parameter.
 
     State per parameter: ``step`` (int), ``exp_avg`` and ``exp_avg_sq`` (arrays of the
@@ -240,12 +264,20 @@ class AdamW(Optimizer):
     """
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 1e-2) -> None:
-        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+                 weight_decay: float = 1e-2, amsgrad: bool = False, *, maximize: bool = False,
+                 foreach=None, capturable: bool = False, differentiable: bool = False,
+                 fused=None) -> None:
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+                        maximize=maximize, foreach=foreach, capturable=capturable,
+                        differentiable=differentiable, fused=fused)
         self._validate_group(defaults)
         super().__init__(params, defaults)
 
     def _validate_group(self, group: Dict[str, Any]) -> None:
+        for k, off in _ADAMW_OFF.items():
+            if not any(group[k] is v for v in off):
+                raise NotImplementedError(f"AdamW: {k}={group[k]!r} is not implemented "
+                                          f"(accepted: {' or '.join(map(repr, off))})")
         lr = _check_number("learning rate", group["lr"])
         eps = _check_number("epsilon value", group["eps"])
         wd = _check_number("weight_decay value", group["weight_decay"])
@@ -325,7 +357,8 @@ class AdamW(Optimizer):
         return loss
 
 
-def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0) -> float:
+def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
+                    error_if_nonfinite: bool = False, foreach=None) -> float:
     """Scale the gradients in place so that their total norm is at most ``max_norm``.
 
     ``torch.nn.utils.clip_grad_norm_``: total = norm_type-norm of the vector of per-parameter
@@ -337,12 +370,17 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0) -> floa
         parameters: a Tensor or an iterable of Tensors.
         max_norm (float): the largest allowed total norm, >= 0.
         norm_type (float): p of the p-norm (2.0 by default); ``float("inf")`` for the max norm.
+        error_if_nonfinite (bool): raise instead of scaling when the total norm is nan or inf.
+        foreach: None or False (the per-parameter loop we run); True is refused.
 
     Returns:
         float: the total norm before clipping (0.0 when no parameter has a gradient; may be
         inf or nan, in which case the gradients are scaled by nan/0 as PyTorch does).
 
     Raises:
+        RuntimeError: if ``error_if_nonfinite`` and the total norm is nan or inf; the gradients
+            are left untouched (as PyTorch).
+        NotImplementedError: if ``foreach`` is True.
         ValueError: if ``max_norm`` is negative or nan, or ``norm_type`` is not positive.
         TypeError: if ``max_norm`` or ``norm_type`` is not a real number.
     """
@@ -354,6 +392,9 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0) -> floa
         raise ValueError(f"max_norm must be >= 0, got {max_norm}")
     if not norm_type > 0:
         raise ValueError(f"norm_type must be positive, got {norm_type}")
+    if foreach is not None and foreach is not False:
+        raise NotImplementedError(f"clip_grad_norm_: foreach={foreach!r} is not implemented "
+                                  "(accepted: None or False)")
     grads = [p.grad for p in parameters if getattr(p, "grad", None) is not None]
     if not grads:
         return 0.0
@@ -373,6 +414,10 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0) -> floa
     # as torch: clip_coef = max_norm / (total + 1e-6), clamped to at most 1, in the grads' dtype
     dt = grads[0].dtype.type
     total = dt(total)
+    if error_if_nonfinite and not np.isfinite(total):
+        raise RuntimeError(f"The total norm of order {norm_type} for gradients from `parameters` "
+                           "is non-finite, so it cannot be clipped. To scale the gradients by "
+                           "the non-finite norm anyway, set error_if_nonfinite=False")
     clip_coef = dt(max_norm) / (total + dt(1e-6))
     clip_coef_clamped = clip_coef if np.isnan(clip_coef) else min(clip_coef, dt(1.0))
     if clip_coef_clamped != 1.0:

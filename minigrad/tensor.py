@@ -19,6 +19,7 @@ A float32 graph computes and returns float32 gradients. Around this file: ``ops.
 primitive Functions (``unbroadcast`` sums a broadcast gradient back to its input's shape);
 ``tensor_methods.py``, Tensor's operators and methods (``+``, ``@``, ``sum``, ...);
 ``_guards.py``, the checks that turn a mistake into an error; ``_inplace.py``, ``+=`` & co.
+(recorded in the graph by giving the Tensor a new node: ``graph_inputs``).
 """
 from __future__ import annotations
 
@@ -64,6 +65,7 @@ class Tensor:
         self._retains_grad = False
         self._requires_grad = False
         self.requires_grad = requires_grad
+        self._before = None     # {node: Tensor}: this Tensor before each in-place op recorded on it
 
     def backward(self, grad: Any = None, retain_graph: bool = False) -> None:
         """Accumulate d(self)/d(leaf) . grad into ``leaf.grad`` for every leaf that requires grad.
@@ -109,7 +111,7 @@ class Tensor:
                 continue
             _guards.check_not_freed(ctx)
             _guards.check_versions(ctx)
-            in_grads = _guards.check_grads(ctx, ctx.fn_cls.backward(ctx, g))
+            in_grads = _guards.check_grads(ctx, ctx.fn_cls.backward(ctx, g))  # toposort set ctx.inputs
             for inp, gi in zip(ctx.inputs, in_grads):
                 if gi is not None:      # accumulate: a Tensor used twice gets the sum
                     prev = grads.get(id(inp))
@@ -176,6 +178,7 @@ class Tensor:
         """A new leaf Tensor sharing ``data`` (and its version counter), outside the graph."""
         t = Tensor(self._data)
         t._vc = self._vc
+        t._vc.shared = True
         return t
 
     @property
@@ -207,10 +210,25 @@ def toposort(root: Tensor) -> list:
         visited.add(id(t))
         stack.append((t, True))
         if t._ctx is not None:
-            for inp in t._ctx.inputs:
+            for inp in graph_inputs(t._ctx):
                 if isinstance(inp, Tensor) and inp._requires_grad and id(inp) not in visited:
                     stack.append((inp, False))
     return order
+
+
+def graph_inputs(ctx: "Context") -> tuple:
+    """``ctx.inputs`` as they were when ``ctx`` was recorded.
+
+    An in-place operation recorded in the graph (``y += z``, ``_inplace.py``) gives ``y`` a new
+    node and keeps ``y`` as it was in ``y._before[old node]``; a node recorded before the
+    operation used that one, so its input is replaced by it (as PyTorch's graph, whose edges
+    point to nodes, not to Tensors).
+    """
+    if any(isinstance(a, Tensor) and a._ctx is not c for a, c in zip(ctx.inputs, ctx.input_ctxs)):
+        ctx.inputs = tuple(a._before[c] if isinstance(a, Tensor) and a._ctx is not c else a
+                           for a, c in zip(ctx.inputs, ctx.input_ctxs))
+        ctx.input_ctxs = [getattr(a, "_ctx", None) for a in ctx.inputs]
+    return ctx.inputs
 
 
 class Context:
@@ -227,6 +245,7 @@ class Context:
         self.fn_cls = fn_cls
         self.needs_input_grad = needs_input_grad
         self.inputs: Tuple[Any, ...] = ()
+        self.input_ctxs: list = []          # the node that had made each input (graph_inputs)
         self._saved: Tuple[np.ndarray, ...] = ()
         self._saved_versions: list = []     # filled by _guards.track_versions
         self._freed = False
@@ -261,7 +280,8 @@ class Context:
 
     def _free(self) -> None:
         """Drop the saved arrays and any attribute forward set (backward ran, unless retained)."""
-        for k in [k for k in vars(self) if k not in ("fn_cls", "needs_input_grad", "inputs")]:
+        for k in [k for k in vars(self) if k not in ("fn_cls", "needs_input_grad", "inputs",
+                                                     "input_ctxs")]:
             delattr(self, k)
         self._saved, self._saved_versions, self._freed = (), [], True
 
@@ -338,5 +358,6 @@ class Function:
             result._requires_grad = True
             result._ctx = ctx
             ctx.inputs = args
+            ctx.input_ctxs = [a._ctx if isinstance(a, Tensor) else None for a in args]
             _guards.track_versions(ctx, result)
         return result

@@ -85,25 +85,21 @@ def _operand(x: Any, like: "Tensor"):
             return np.asarray(x, dtype=like.dtype)
         if isinstance(x, (bool, numbers.Integral)) and np.issubdtype(like.dtype, np.integer):
             return np.asarray(x, dtype=like.dtype)
+        if isinstance(x, float):
+            return np.asarray(x, dtype=np.float32)
         return np.asarray(x)
     return np.asarray(x)
 
 
 def _pair(t: "Tensor", other: Any):
-    """Both sides of a binary operator as engine operands.
+    """Both sides of a binary operator as engine operands, in PyTorch's result dtype.
 
-    A Python scalar takes ``t``'s dtype (float32 stays float32); when an integer or bool side
-    meets a floating side, the integer side is cast to the floating dtype (PyTorch's rule;
-    NumPy would turn int64 with float32 into float64). Integer sides never require grad, so
-    the cast side is a constant.
+    A Python scalar takes ``t``'s dtype (float32 stays float32), and a float one with an
+    integer ``t`` gives float32 (PyTorch's default dtype); then ``ops.promote``: the floating
+    side's dtype wins over an integer side (NumPy would turn int64 with float32 into float64),
+    and a 0-d side takes a dimensioned side's dtype within a category (as PyTorch).
     """
-    o = _operand(other, t)
-    td, od = t.dtype, o.dtype
-    if td.kind == "f" and od.kind in "biu":
-        o = (o.data if isinstance(o, Tensor) else o).astype(td)
-    elif od.kind == "f" and td.kind in "biu":
-        return t.data.astype(od), o
-    return t, o
+    return ops.promote(t, _operand(other, t))
 
 
 @attach_to_tensor
@@ -199,17 +195,15 @@ class TensorMethods:
         return self.pow(exponent)
 
     def __rpow__(self, base):
-        """``base ** self`` for a positive real scalar base: ``exp(self * log(base))``.
+        """``base ** self`` for a real scalar base; d/dx = base**x * log(base), 0 where base = 0
+        and x >= 0 (``torch.pow(scalar, tensor)``).
 
         Raises:
             TypeError: if ``base`` is not a real scalar.
-            ValueError: if ``base`` <= 0 (the gradient needs log(base)).
         """
         if isinstance(base, (bool, np.bool_)) or not isinstance(base, (numbers.Real, np.generic)):
             raise TypeError(f"base ** Tensor needs a real scalar base, got {type(base).__name__}")
-        if not base > 0:
-            raise ValueError(f"base ** Tensor needs a base > 0 (its gradient uses log(base)), got {base}")
-        return (self * float(np.log(base))).exp()
+        return ops.RPow.apply(self, base=base)
 
     def __neg__(self):
         return ops.Neg.apply(self)
@@ -263,6 +257,8 @@ class TensorMethods:
 
     def __array__(self, dtype=None, copy=None):
         if dtype is not None and dtype != self._data.dtype:
+            if copy is False:                   # NumPy 2's protocol: no copy was asked for
+                raise ValueError(f"Unable to avoid a copy casting {self.dtype} to {dtype}")
             return self._data.astype(dtype)
         return self._data.copy() if copy else self._data
 
@@ -363,6 +359,8 @@ class TensorMethods:
 
     def _extremum(self, name, axis, keepdims, dim, keepdim):
         fn = ops.Max if name == "max" else ops.Min
+        if dim is not None and self.ndim == 0:      # PyTorch: dim 0 or -1, a 0-d result
+            return self.reshape(1)._extremum(name, axis, False, dim, False)
         if dim is not None:
             if axis is not None:
                 raise TypeError(f"{name}: got both axis= and dim=; use one")

@@ -214,7 +214,7 @@ def test_in_place_updates_bump_the_version(how):
     w = _t(3)
     y = w.exp()  # Exp saves its output
     z = (w.tanh() * 2.0).sum()  # Tanh saves its output; Mul saves tanh(w) and the scalar
-    lw = (w * 3.0).sum()  # Mul saves w itself
+    lw = (w * w).sum()  # Mul saves w itself (w * 3.0 would not: as PyTorch, only the 3.0)
     with mg.no_grad():
         if how == "data_isub":
             w.data -= 0.1

@@ -1,6 +1,6 @@
 """In-place arithmetic with PyTorch's semantics: the same array is updated, the version counter
-is bumped (a backward that saved the old values raises), and a leaf that requires grad is
-refused while grad mode is on. Expected values are NumPy's in-place results; the torch test
+is bumped (a backward that saved the old values raises), a leaf that requires grad is
+refused while grad mode is on, and an op on a non-leaf is recorded in the graph (PyTorch). Expected values are NumPy's in-place results; the torch test
 replays the same operations on torch."""
 import numpy as np
 import pytest
@@ -115,21 +115,142 @@ def test_refused_on_a_leaf_that_requires_grad_in_grad_mode():
     assert w._vc.value == 0
 
 
-def test_refused_where_pytorch_would_record_a_graph():
-    w = _leaf(3)
-    y = w * 2.0
-    with pytest.raises(RuntimeError, match="non-leaf.*Mul.*out of place"):
-        y += 1.0
+def _micrograd_more_ops(a, b, inplace):
+    """micrograd's test/test_engine.py::test_more_ops, with += or written out of place."""
+    c = a + b
+    d = a * b + b**3
+    if inplace:
+        c += c + 1
+        c += 1 + c + (-a)
+        d += d * 2 + (b + a).relu()
+        d += 3 * d + (b - a).relu()
+    else:
+        c = c + c + 1
+        c = c + 1 + c + (-a)
+        d = d + d * 2 + max(b + a, 0.0)
+        d = d + 3 * d + max(b - a, 0.0)
+    e = c - d
+    f = e**2
+    g = f / 2.0
+    if inplace:
+        g += 10.0 / f
+    else:
+        g = g + 10.0 / f
+    return g
+
+
+def test_micrograds_more_ops_with_in_place_operators_on_non_leaves():
+    # PyTorch records y += z on a non-leaf in the graph; micrograd's own test relies on it.
+    # Expected: central differences of the same computation on plain floats (float64), and the
+    # values micrograd's README prints (24.7041, 138.8338, 645.5773).
+    a = Tensor(np.float64(-4.0), requires_grad=True)
+    b = Tensor(np.float64(2.0), requires_grad=True)
+    g = _micrograd_more_ops(a, b, inplace=True)
+    g.backward()
+    f = lambda x, y: _micrograd_more_ops(x, y, inplace=False)
+    h = 1e-6
+    da = (f(-4.0 + h, 2.0) - f(-4.0 - h, 2.0)) / (2 * h)
+    db = (f(-4.0, 2.0 + h) - f(-4.0, 2.0 - h)) / (2 * h)
+    assert g.item() == pytest.approx(f(-4.0, 2.0), rel=1e-14)
+    assert a.grad == pytest.approx(da, rel=1e-7) and b.grad == pytest.approx(db, rel=1e-7)
+    assert (round(g.item(), 4), round(float(a.grad), 4), round(float(b.grad), 4)) == \
+        (24.7041, 138.8338, 645.5773)
+
+
+def test_every_in_place_operator_on_a_non_leaf_against_central_differences():
+    def f(x, u):
+        y = x * 1.5
+        y += u
+        y -= x * u
+        y *= u
+        y /= x
+        y **= 2
+        y.add_(u, alpha=0.5)
+        y.sub_(x, alpha=2.0)
+        y.mul_(x)
+        y.div_(u)
+        return y
+
+    x = Tensor(RNG.uniform(0.5, 2.0, (2, 3)), requires_grad=True)
+    u = Tensor(RNG.uniform(0.5, 2.0, (3,)), requires_grad=True)
+    assert mg.gradcheck(f, [x, u])
+
+
+def test_a_node_recorded_before_the_in_place_op_keeps_the_old_history():
+    # L = sum(r1 * z) + sum(r2 * y) with z = 2x + 1 taken before y *= x (y = 2x, then 2x * x):
+    # dL/dx = 2 r1 + 4 x r2 (closed form).
+    x = _leaf(4)
+    r1, r2 = RNG.standard_normal(4), RNG.standard_normal(4)
+    y = x * 2.0
+    z = y + 1.0                                          # Add saves nothing of y
+    y *= x
+    assert y.grad_fn is not None and not y.is_leaf
+    np.testing.assert_allclose(y.data, 2 * x.data ** 2, rtol=1e-15)
+    ((z * r1).sum() + (y * r2).sum()).backward()
+    np.testing.assert_allclose(x.grad, 2 * r1 + 4 * x.data * r2, rtol=1e-13)
+
+
+def test_an_operand_that_requires_grad_makes_a_plain_tensor_part_of_the_graph():
+    w, u = _leaf(3), _leaf(3)
+    r = RNG.standard_normal(3)
     acc = Tensor(np.zeros(3))
-    with pytest.raises(RuntimeError, match="operand that requires grad"):
-        acc += w                                         # would silently drop w's gradient
-    acc = acc + w                                        # out of place works
-    assert acc.grad_fn is not None
+    early = acc * 1.0                                    # recorded before: no gradient path
+    acc += w
+    acc += w * w
+    acc.sub_(u, alpha=0.5)
+    assert acc.requires_grad and not early.requires_grad
+    (acc * r).sum().backward()
+    np.testing.assert_allclose(w.grad, r * (1 + 2 * w.data), rtol=1e-14)
+    np.testing.assert_allclose(u.grad, -0.5 * r, rtol=1e-15)
+
+
+def test_zero_fill_copy_and_setitem_are_recorded():
+    r = RNG.standard_normal(3)
+    w, s, u = _leaf(3), Tensor(np.float64(0.7), requires_grad=True), _leaf(3)
+    for op, dw in (("setitem", 3 * r * [0, 1, 1]), ("zero_", 0 * r), ("fill_", 0 * r),
+                   ("copy_", 0 * r)):
+        w.grad = s.grad = u.grad = None
+        y = w * 3.0
+        if op == "setitem":
+            y[0] = 5.0
+        elif op == "zero_":
+            y.zero_()
+        elif op == "fill_":
+            y.fill_(s)
+        else:
+            y.copy_(u)
+        (y * r).sum().backward()
+        np.testing.assert_allclose(w.grad, dw, rtol=1e-15)
+    assert s.grad is None and np.allclose(u.grad, r)     # the last two: fill_(s), copy_(u)
+    y = w * 3.0
+    y.fill_(s)
+    (y * r).sum().backward()
+    assert s.grad == pytest.approx(r.sum(), rel=1e-14)
+    with pytest.raises(RuntimeError, match="where"):
+        y[1] = s
+
+
+def test_a_saved_value_overwritten_by_a_recorded_op_is_caught_at_backward():
+    w = _leaf(3)
+    y = w.exp()                                          # Exp saves its output, y
+    y += 1.0                                             # recorded; y's old values are gone
+    with pytest.raises(RuntimeError, match="Exp.*modified by an in-place operation"):
+        y.sum().backward()
+
+
+def test_a_recorded_in_place_op_on_memory_shared_with_another_tensor_is_refused():
+    w = _leaf(2, 3)
+    y = w * 2.0
+    v = y[0]                                             # a view of y
+    for t in (v, y):                                     # the other's graph would not see it
+        with pytest.raises(RuntimeError, match="shares its memory"):
+            t += 1.0
+    d = (w * 2.0).detach()
+    with pytest.raises(RuntimeError, match="shares its memory"):
+        d += w
     with mg.no_grad():                                   # no graph: allowed
         y += 1.0
-        plain = Tensor(np.zeros(3))
-        plain += w
-    np.testing.assert_array_equal(plain.data, w.data)
+        v += 1.0
 
 
 def test_saved_array_changed_in_place_is_caught_at_backward():
@@ -138,7 +259,7 @@ def test_saved_array_changed_in_place_is_caught_at_backward():
     x += 1.0                                             # x needs no grad: allowed, bumped
     with pytest.raises(RuntimeError, match="Mul.*modified by an in-place operation"):
         loss.backward()
-    loss = (w * 3.0).sum()
+    loss = (w * w).sum()                                 # (w * 3.0 would save only the 3.0)
     with mg.no_grad():
         w -= 0.1
     with pytest.raises(RuntimeError, match="Mul.*version 1, expected version 0"):

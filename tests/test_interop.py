@@ -68,9 +68,7 @@ def test_rpow_scalar_base():
     rng = np.random.default_rng(3)
     x = Tensor(rng.standard_normal((2, 3)), requires_grad=True)
     np.testing.assert_allclose((2.0 ** x).data, 2.0 ** x.data, rtol=1e-12)
-    assert minigrad.gradcheck(lambda t: 3.0 ** t, [x])
-    with pytest.raises(ValueError, match="base > 0"):
-        (-2.0) ** x
+    assert minigrad.gradcheck(lambda t: 3.0 ** t, [x])   # a base <= 0: tests/test_op_edges.py
 
 
 def test_integer_side_takes_the_float_dtype():

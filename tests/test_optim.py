@@ -216,8 +216,59 @@ def test_adamw_rejects_bad_params():
         AdamW([{"params": [p]}, {"params": [p]}])
     with pytest.raises(ValueError, match="learning rate"):
         AdamW([{"params": [p], "lr": -1.0}])
-    with pytest.raises(ValueError, match="require grad"):
-        AdamW([Tensor(np.ones(2))])
+
+
+# torch.optim.AdamW's signature (torch/optim/adamw.py): amsgrad=False, *, maximize=False,
+# foreach=None, capturable=False, differentiable=False, fused=None. Any other value changes
+# torch's update or its implementation; minigrad implements none of them, so each is refused.
+@pytest.mark.parametrize("option, value", [
+    ("amsgrad", True), ("maximize", True), ("foreach", True), ("capturable", True),
+    ("differentiable", True), ("fused", True), ("maximize", 1),
+])
+def test_adamw_refuses_options_it_does_not_implement(option, value):
+    p = Parameter(np.ones(2))
+    with pytest.raises(NotImplementedError, match=f"{option}="):
+        AdamW([p], **{option: value})
+    with pytest.raises(NotImplementedError, match=f"{option}="):   # pytorch #109992: a group key
+        AdamW([{"params": [p], option: value}])
+    sd = AdamW([p]).state_dict()
+    sd["param_groups"][0][option] = value
+    opt = AdamW([p], lr=0.5)
+    with pytest.raises(NotImplementedError, match=f"{option}="):
+        opt.load_state_dict(sd)
+    assert opt.param_groups[0]["lr"] == 0.5 and opt.param_groups[0][option] is not value
+
+
+def test_adamw_accepts_torch_defaults_and_refuses_unknown_group_keys():
+    p = Parameter(np.ones(2))
+    opt = AdamW([p], amsgrad=False, maximize=False, foreach=None, capturable=False,
+                differentiable=False, fused=None)
+    assert {"amsgrad", "maximize", "foreach", "capturable", "differentiable",
+            "fused"} <= set(opt.param_groups[0])
+    AdamW([p], foreach=False, fused=False)
+    with pytest.raises(ValueError, match="momentum"):
+        AdamW([{"params": [p], "momentum": 0.9}])
+    sd = opt.state_dict()
+    sd["param_groups"][0]["nesterov"] = True
+    with pytest.raises(ValueError, match="nesterov"):
+        AdamW([p]).load_state_dict(sd)
+    with pytest.raises(TypeError):
+        AdamW([p], momentum=0.9)
+
+
+def test_adamw_skips_frozen_parameters_and_missing_grads():
+    # pytorch #150610: AdamW(model.parameters()) after freezing a layer is accepted; torch steps
+    # exactly the parameters whose .grad is not None
+    frozen = Parameter(np.ones(3))
+    frozen.requires_grad = False
+    w, unused = Parameter(np.ones(2)), Parameter(np.ones(2))
+    w.grad = np.array([1.0, -1.0])
+    opt = AdamW([frozen, w, unused], lr=0.1, weight_decay=0.0)
+    opt.step()
+    np.testing.assert_array_equal(frozen.data, 1.0)
+    np.testing.assert_array_equal(unused.data, 1.0)
+    np.testing.assert_allclose(w.data, [0.9, 1.1], rtol=1e-7)   # first Adam step: lr * sign(g)
+    assert id(frozen) not in opt.state and id(unused) not in opt.state
 
 
 # ---------------------------------------------------------------- clip_grad_norm_
@@ -274,6 +325,30 @@ def test_clip_grad_norm_rejects_bad_arguments():
         clip_grad_norm_([a], 1.0, norm_type=0)
     with pytest.raises(TypeError):
         clip_grad_norm_([a], "1")
+
+
+@pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan])
+def test_clip_grad_norm_error_if_nonfinite(bad):
+    # torch.nn.utils.clip_grad_norm_: error_if_nonfinite=True raises a RuntimeError when the
+    # total norm is nan, inf or -inf, before any gradient is scaled
+    a, b = Parameter(np.zeros(2)), Parameter(np.zeros(2))
+    a.grad, b.grad = np.array([3.0, 4.0]), np.array([1.0, bad])
+    with pytest.raises(RuntimeError, match="non-finite"):
+        clip_grad_norm_([a, b], 1.0, error_if_nonfinite=True)
+    np.testing.assert_array_equal(a.grad, [3.0, 4.0])
+    np.testing.assert_array_equal(b.grad, [1.0, bad])
+    a.grad = np.array([3.0, 4.0])
+    assert clip_grad_norm_([a], 1.0, 2.0, True, None) == pytest.approx(5.0, rel=1e-14)
+    np.testing.assert_allclose(a.grad, [3.0, 4.0] / np.float64(5.0 + 1e-6), rtol=1e-15)
+
+
+def test_clip_grad_norm_foreach():
+    a = Parameter(np.zeros(2))
+    a.grad = np.array([3.0, 4.0])
+    assert clip_grad_norm_([a], 10.0, foreach=None) == clip_grad_norm_([a], 10.0, foreach=False)
+    with pytest.raises(NotImplementedError, match="foreach=True"):
+        clip_grad_norm_([a], 1.0, foreach=True)
+    np.testing.assert_array_equal(a.grad, [3.0, 4.0])
 
 
 # ---------------------------------------------------------------- against PyTorch itself
