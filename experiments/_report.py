@@ -1,5 +1,5 @@
 """The reporting side of the study runner: statistics over seeds, tables, run_log.txt,
-results.json and curves.csv, all computed from the runs (``experiments._runner.run_jobs``).
+results.json and curves.csv, all computed from the runs (``experiments.four_variants``).
 
 Losses are mean cross-entropy in nats/token over every position of a split. With one seed the
 table is the chapter's (``norm  mlp  params  train  val``); with several, each loss column is
@@ -34,7 +34,7 @@ class Report:
     """The runs of a study and their statistics.
 
     Attributes:
-        plan: the ``experiments._runner.Plan``.  study: ``plan.study``.
+        plan: the ``experiments.four_variants`` plan.  study: ``plan.study``.
         runs: run entries in (variant, seed) order.  seeds: list of int.
         uniform_baseline: ln(vocab_size), the loss of a uniform prediction (nats/token).
         summaries: variant name -> summary dict (see ``summary``).

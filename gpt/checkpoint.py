@@ -18,7 +18,7 @@ Layout of the archive (``numpy.savez``, uncompressed):
 
 Everything loads with ``np.load(path, allow_pickle=False)``. ``save_checkpoint`` is a plain write
 of the file it is given, as ``torch.save`` is: not atomic. The commands of ``experiments/`` stage
-it atomically (``experiments._atomic.AtomicGroup``: ``save_checkpoint(model, group.stage(dest))``).
+it atomically (``experiments.cli.write_outputs`` with ``lambda path: save_checkpoint(model, path)``).
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def save_checkpoint(model, path: PathLike, tokenizer=None, run_id=None) -> Path:
     """Write ``model``'s parameters and config to ``path`` (an ``.npz`` archive).
 
     A plain write, as ``torch.save``: not atomic (an interrupted write leaves a partial file);
-    the commands of ``experiments/`` stage it atomically (``experiments._atomic``).
+    the commands of ``experiments/`` write it complete or absent (``experiments.cli.write_outputs``).
 
     Args:
         model: a ``gpt.GPT`` (``state_dict()`` name -> ndarray, ``config.to_dict()``).
