@@ -74,7 +74,9 @@ def gelu_backward(dout: np.ndarray, cache):
     x, t = cache
     dudx = GELU_K * (1.0 + 3.0 * GELU_C * (x * x))  # du/dx = k (1 + 3 c x^2)
     term1 = 1.0 + t                                 # term 1: d(x)/dx (1 + t)
-    term2 = x * ((1.0 - t * t) * dudx)              # term 2: x tanh'(u) du/dx, sech^2 = 1 - t^2
+    sech2 = 1.0 - t * t                             # tanh'(u) = sech^2(u) = 1 - t^2
+    term2 = x * (sech2 * dudx)                      # term 2: x tanh'(u) du/dx
+    term2[sech2 == 0] = 0                           # |x| so large that x^2 overflows: 0, not 0*inf
     return dout * (0.5 * (term1 + term2))
 
 

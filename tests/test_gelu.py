@@ -80,3 +80,16 @@ def test_gelu_exact_matches_torch():
     ty.backward(torch.tensor(dout))
     np.testing.assert_allclose(y.data, ty.detach().numpy(), rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(xt.grad, tx.grad.numpy(), rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tanh_gelu_backward_where_x_squared_overflows_is_the_limit_not_nan(dtype):
+    """GELU'(x) -> 1 as x -> +inf and -> 0 as x -> -inf (the limits of Phi(x) + x phi(x)); at
+    |x| whose square overflows, tanh' is exactly 0 and 0 * inf must not make NaN."""
+    from layers.gelu import gelu_backward, gelu_forward
+    big = np.sqrt(np.finfo(dtype).max) * 4
+    x = np.array([big, -big], dtype=dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        out, cache = gelu_forward(x)
+        dx = gelu_backward(np.ones_like(x), cache)
+    assert out.tolist() == [x[0], 0.0] and dx.tolist() == [1.0, 0.0]
