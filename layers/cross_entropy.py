@@ -35,8 +35,8 @@ import numpy as np
 
 from minigrad import Function
 
-from .checks import (choice, float_input, index_range, int_input, integer, last_dim, non_empty,
-                      shape_is, unit_interval)
+from .checks import (choice, float_input, index_range, int_input, integer, last_dim, shape_is,
+                     unit_interval)
 
 __all__ = ["cross_entropy", "cross_entropy_forward", "cross_entropy_backward",
            "CrossEntropyFunction"]
@@ -165,7 +165,7 @@ def cross_entropy(logits, targets, reduction: str = "mean", ignore_index: int = 
     Raises:
         TypeError: non-floating logits; targets not of an integer dtype (floats, bools);
             a non-integer ignore_index.
-        ValueError: logits with no class axis, empty logits (no rows or no classes), targets of
+        ValueError: logits with no class axis or no classes, targets of
             the wrong shape, an unknown reduction, or label_smoothing outside [0, 1].
         IndexError: a target outside [0, V) other than ignore_index (the message names the
             first bad one), as in PyTorch.
@@ -173,7 +173,8 @@ def cross_entropy(logits, targets, reduction: str = "mean", ignore_index: int = 
     fn = "cross_entropy"
     logits, xa = float_input(logits, "logits", fn)
     V = last_dim(xa, fn, "the class axis V", name="logits")
-    non_empty(xa, "logits", fn)
+    if V == 0:   # no classes (no rows is an empty batch: PyTorch's 0 / empty / NaN losses)
+        raise ValueError(f"{fn}: logits have no classes (shape {xa.shape})")
     ta = int_input(targets, "targets", fn)
     shape_is(ta, xa.shape[:-1], "targets", fn, f" (logits' shape {xa.shape} without V)")
     reduction = choice(reduction, REDUCTIONS, "reduction", fn)

@@ -104,3 +104,20 @@ def test_matches_torch(reduction, ignore_index, eps):
     ref.backward(torch.tensor(g))
     np.testing.assert_allclose(out.data, ref.detach().numpy(), rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(xt.grad, tx.grad.numpy(), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("reduction, expected", [("sum", 0.0), ("none", None), ("mean", "nan")])
+def test_an_empty_batch_gives_pytorchs_losses_and_an_empty_gradient(reduction, expected):
+    """PyTorch on a (0, V) batch: "sum" 0, "none" an empty (0,) tensor, "mean" NaN (0/0, as an
+    all-ignored batch); the gradient is (0, V) (pytorch issue 50224)."""
+    from minigrad import Tensor
+    from layers.functional import cross_entropy
+    x = Tensor(np.zeros((0, 5)), requires_grad=True)
+    loss = cross_entropy(x, np.zeros(0, dtype=np.int64), reduction=reduction)
+    if expected is None:
+        assert loss.shape == (0,)
+        loss.backward(np.zeros(0))
+    else:
+        assert (np.isnan(loss.item()) if expected == "nan" else loss.item() == expected)
+        loss.backward()
+    assert x.grad.shape == (0, 5)
