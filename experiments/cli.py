@@ -44,6 +44,7 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("formatter_class", argparse.ArgumentDefaultsHelpFormatter)
+        kwargs.setdefault("allow_abbrev", False)  # --norm must not quietly mean --norm-cost
         super().__init__(*args, **kwargs)
 
     def error(self, message):
