@@ -320,6 +320,16 @@ def _choices(allowed, what: str):
 
 
 def run(argv=None) -> int:
+    """Time training steps of minigrad, the chapter's PyTorch models and the matrix products
+    alone, per size and variant; print the table (and ``--json``).
+
+    Args:
+        argv (list[str] | None): the command's arguments (default ``sys.argv[1:]``).
+    Returns:
+        int: ``cli.EXIT_OK``.
+    Raises:
+        cli.UsageError: bad input (``cli.main`` prints one line, status 2).
+    """
     p = cli.ArgumentParser(prog=PROG, description="Time a GPT training step: minigrad, the "
                            "chapter's PyTorch models and the matrix products alone, side by side.")
     p.add_argument("--sizes", type=_choices(SIZES, "size"), default=",".join(SIZES), metavar="LIST",

@@ -223,6 +223,17 @@ def render(rows: list) -> str:
 
 
 def run(argv=None) -> int:
+    """Gradient-check each deliberately wrong backward of ``experiments._broken`` beside the
+    right one (float64, central differences) and print which check caught it.
+
+    Args:
+        argv (list[str] | None): the command's arguments (default ``sys.argv[1:]``).
+    Returns:
+        int: ``cli.EXIT_OK`` when every wrong backward was caught and every right one passed,
+        else 1.
+    Raises:
+        cli.UsageError: bad input (``cli.main`` prints one line, status 2).
+    """
     args = parse_args(PROG, "Gradient-check deliberately wrong backward passes beside the right "
                       "ones.", argv)
     print(f"gradcheck of right and deliberately wrong backward passes: float64, slow mode, seed "

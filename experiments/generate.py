@@ -33,6 +33,16 @@ def _memory_needed(config) -> int:
 
 
 def run(argv=None) -> int:
+    """Load a checkpoint and print ``--prompt`` followed by sampled characters.
+
+    Args:
+        argv (list[str] | None): the command's arguments (default ``sys.argv[1:]``).
+    Returns:
+        int: ``cli.EXIT_OK``.
+    Raises:
+        cli.UsageError: a missing or unreadable checkpoint, a prompt with characters outside
+            its vocabulary, or other bad input (one line, status 2, through ``cli.main``).
+    """
     p = cli.ArgumentParser(prog=PROG, description="Generate text from a minigrad-gpt checkpoint.")
     p.add_argument("--checkpoint", required=True, type=cli.path_arg, default=SUPPRESS,
                    metavar="PATH",

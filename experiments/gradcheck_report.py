@@ -286,6 +286,16 @@ def render(rows: list) -> str:
 
 
 def run(argv=None) -> int:
+    """Gradient-check every primitive and layer in float64 against central differences and
+    print the table of errors (and ``--json``).
+
+    Args:
+        argv (list[str] | None): the command's arguments (default ``sys.argv[1:]``).
+    Returns:
+        int: ``cli.EXIT_OK`` when every check passed, else 1.
+    Raises:
+        cli.UsageError: bad input (``cli.main`` prints one line, status 2).
+    """
     args = parse_args(PROG, "Gradient-check every minigrad primitive and every layer in float64 "
                       "against central differences, and print a table of the errors.", argv,
                       fast=True)

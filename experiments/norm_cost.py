@@ -242,6 +242,17 @@ def report_lines(results: dict) -> list:
 # ----------------------------------------------------------------------------- the command
 
 def run(argv=None) -> int:
+    """Count the FLOPs and bytes of LayerNorm and RMSNorm from our code and time them,
+    forward and forward+backward; print the verdict on the chapter's '~half the FLOPs' and
+    write the files into ``--output-dir`` (each complete or absent).
+
+    Args:
+        argv (list[str] | None): the command's arguments (default ``sys.argv[1:]``).
+    Returns:
+        int: ``cli.EXIT_OK``.
+    Raises:
+        cli.UsageError: bad input (``cli.main`` prints one line, status 2).
+    """
     p = cli.ArgumentParser(prog=PROG, description="LayerNorm vs RMSNorm: FLOPs and bytes counted "
                            "from our code, and measured time, forward and forward+backward; "
                            "tests the chapter's '~half the FLOPs'.")
