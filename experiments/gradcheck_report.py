@@ -216,8 +216,9 @@ def _attention_case(causal):
 
 LAYERS = (
     OpCase("layer_norm", "layer", lambda r: ([_randn(r, 2, 4, 8), _gain(r, 8), _w(r, 8)],
-                                             F.layer_norm)),
-    OpCase("rms_norm", "layer", lambda r: ([_randn(r, 2, 4, 8), _gain(r, 8)], F.rms_norm)),
+                                             lambda x, w, b: F.layer_norm(x, 8, w, b))),
+    OpCase("rms_norm", "layer", lambda r: ([_randn(r, 2, 4, 8), _gain(r, 8)],
+                                           lambda x, w: F.rms_norm(x, 8, w, eps=1e-6))),
     OpCase("gelu", "layer", lambda r: ([leaf(2 * r.standard_normal((2, 4, 8)))],
                                        lambda x: F.gelu(x, approximate="tanh"))),
     OpCase("gelu (exact erf)", "layer", lambda r: ([leaf(2 * r.standard_normal((2, 4, 8)))],

@@ -49,7 +49,7 @@ import numpy as np
 from minigrad import Function, Module, Tensor
 
 from .checks import (boolean, divides, even_head_dim, float_dtype, float_input, generator,
-                      packed_qkv, positive_int, qkv_shapes, same_dtype, sequence_input)
+                      packed_qkv, positive_int, positive_number, qkv_shapes, same_dtype, sequence_input)
 from .linear import Linear
 from .rope import apply_rope, build_rope_cache
 
@@ -63,17 +63,18 @@ def _future_mask(tq, tk):
     return np.triu(np.ones((tq, tk), dtype=bool), k=1)
 
 
-def attention_forward(q, k, v, is_causal=False):
-    """``softmax(q k^T / sqrt(hs) + mask) v``.
+def attention_forward(q, k, v, is_causal=False, scale=None):
+    """``softmax(q k^T * scale + mask) v``, scale = 1/sqrt(hs) unless given.
 
     Args:
         q (np.ndarray): (..., Tq, hs); k (..., Tk, hs); v (..., Tk, hv); one floating dtype.
         is_causal (bool): mask keys j > i.
+        scale (float | None): the factor of the scores; None for 1/sqrt(hs).
 
     Returns:
         (out, cache): out (..., Tq, hv); cache = (q, k, v, P, scale).
     """
-    scale = q.dtype.type(1.0 / np.sqrt(q.shape[-1]))  # 1/sqrt(hs) in the inputs' dtype
+    scale = q.dtype.type(1.0 / np.sqrt(q.shape[-1]) if scale is None else scale)  # inputs' dtype
     S = (q @ np.swapaxes(k, -1, -2)) * scale          # (B, H, Tq, Tk) scores
     if is_causal:
         S = np.where(_future_mask(S.shape[-2], S.shape[-1]), -np.inf, S)  # -inf where j > i
@@ -110,8 +111,8 @@ class AttentionFunction(Function):
     """``minigrad.Function`` adapter for ``attention_forward`` / ``attention_backward``."""
 
     @staticmethod
-    def forward(ctx, q, k, v, is_causal=False):
-        out, (q, k, v, P, scale) = attention_forward(q, k, v, is_causal)
+    def forward(ctx, q, k, v, is_causal=False, scale=None):
+        out, (q, k, v, P, scale) = attention_forward(q, k, v, is_causal, scale)
         ctx.save_for_backward(q, k, v, P)
         ctx.scale = scale
         return out
@@ -122,33 +123,44 @@ class AttentionFunction(Function):
         return attention_backward(dout, (q, k, v, P, ctx.scale), ctx.needs_input_grad)
 
 
-def scaled_dot_product_attention(q, k, v, is_causal=False):
-    """Attention core ``softmax(q k^T / sqrt(hs) + mask) v``, one node with a hand-derived backward
-    (``torch.nn.functional.scaled_dot_product_attention`` without dropout, attn_mask or scale).
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None):
+    """Attention core ``softmax(q k^T * scale + mask) v``, one node with a hand-derived backward
+    (``torch.nn.functional.scaled_dot_product_attention``, same signature; no attn_mask, no
+    dropout).
 
     Args:
-        q (Tensor | np.ndarray): (B, H, Tq, hs); any leading dims (at least 2-d in all).
-        k (Tensor | np.ndarray): (B, H, Tk, hs).
-        v (Tensor | np.ndarray): (B, H, Tk, hv).
+        query (Tensor | np.ndarray): (B, H, Tq, hs); any leading dims (at least 2-d in all).
+        key (Tensor | np.ndarray): (B, H, Tk, hs).
+        value (Tensor | np.ndarray): (B, H, Tk, hv).
             All floating with one dtype, the same leading dims; plain arrays are constants.
+        attn_mask: must be None (not implemented; ``is_causal`` gives the causal mask).
+        dropout_p (float): must be 0 (not implemented).
         is_causal (bool): mask future keys (j > i), aligned to the top-left like PyTorch.
+        scale (float | None): factor of the scores; None (default) for 1/sqrt(hs).
 
     Returns:
         Tensor (B, H, Tq, hv) of the inputs' dtype.
 
     Raises:
+        NotImplementedError: an attn_mask, or dropout_p other than 0.
         TypeError: non-floating inputs, mixed dtypes, or a non-bool is_causal.
-        ValueError: mismatched shapes, fewer than 2 dims, or an empty sequence or head.
+        ValueError: mismatched shapes, fewer than 2 dims, an empty sequence or head, or a scale
+            that is not a finite number > 0.
     """
     fn = "scaled_dot_product_attention"
-    q, qa = sequence_input(q, "q", fn)
-    k, ka = sequence_input(k, "k", fn)
-    v, va = sequence_input(v, "v", fn)
-    same_dtype(ka, "k", qa, "q", fn)
-    same_dtype(va, "v", qa, "q", fn)
+    if attn_mask is not None or dropout_p != 0:
+        raise NotImplementedError(f"{fn}: attn_mask and dropout_p are not implemented "
+                                  f"(use is_causal for the causal mask)")
+    q, qa = sequence_input(query, "query", fn)
+    k, ka = sequence_input(key, "key", fn)
+    v, va = sequence_input(value, "value", fn)
+    same_dtype(ka, "key", qa, "query", fn)
+    same_dtype(va, "value", qa, "query", fn)
     is_causal = boolean(is_causal, "is_causal", fn)
     qkv_shapes(qa, ka, va, fn)
-    return AttentionFunction.apply(q, k, v, is_causal=is_causal)
+    scale = None if scale is None else positive_number(scale, "scale", fn)
+    return AttentionFunction.apply(q, k, v, is_causal=is_causal, scale=scale)
 
 
 def _heads(a, n_heads, parts):

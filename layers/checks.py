@@ -94,6 +94,36 @@ def norm_param(t: Any, name: str, xa: np.ndarray, fn: str, fill: float) -> Any:
     return t
 
 
+def normalized_axes(normalized_shape: Any, xa: np.ndarray, fn: str) -> int:
+    """The number k of trailing axes a norm normalises, from PyTorch's ``normalized_shape``
+    (an int, or a sequence of ints equal to the last k sizes of x's array ``xa``).
+
+    Raises:
+        TypeError: a size that is not an integer.
+        ValueError: no size, a size <= 0, or sizes that are not the trailing shape of x.
+    """
+    shape = sizes(normalized_shape, fn)
+    if xa.shape[-len(shape):] != shape:
+        raise ValueError(f"{fn}: normalized_shape {shape} must be the last axes of the input, "
+                         f"which has shape {xa.shape}")
+    return len(shape)
+
+
+def flat_param(t: Any, name: str, shape: Tuple[int, ...], fn: str) -> Any:
+    """A norm's gain or bias over several normalized axes: checked to have their ``shape`` and
+    reshaped to one axis of their product (None stays None).
+
+    Raises:
+        TypeError: a non-floating dtype.
+        ValueError: a shape other than ``shape``.
+    """
+    if t is None:
+        return None
+    t, a = float_input(t, name, fn)
+    shape_is(a, shape, name, fn, " (normalized_shape)")
+    return t.reshape(a.size)
+
+
 def same_dtype(a: np.ndarray, name: str, ref: np.ndarray, ref_name: str, fn: str) -> None:
     """Check that ``a`` has the dtype of ``ref``: no silent float32/float64 mix in one node.
 
@@ -214,6 +244,19 @@ def positive_int(v: Any, name: str, fn: str) -> int:
     if v <= 0:
         raise ValueError(f"{fn}: {name} must be a positive integer, got {v}")
     return v
+
+
+def sizes(normalized_shape: Any, fn: str) -> Tuple[int, ...]:
+    """A Module's ``normalized_shape`` (an int or a non-empty sequence of ints > 0) as a tuple.
+
+    Raises:
+        TypeError: a size that is not an integer.
+        ValueError: no size, or a size <= 0.
+    """
+    shape = normalized_shape if isinstance(normalized_shape, (tuple, list)) else (normalized_shape,)
+    if not shape:
+        raise ValueError(f"{fn}: normalized_shape must have at least one size, got {shape!r}")
+    return tuple(positive_int(n, "normalized_shape", fn) for n in shape)
 
 
 def positive_number(v: Any, name: str, fn: str) -> float:

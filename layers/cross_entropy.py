@@ -140,18 +140,19 @@ class CrossEntropyFunction(Function):
         return cross_entropy_backward(dloss, (probs, t, valid, *ctx.rest)), None
 
 
-def cross_entropy(logits, targets, reduction: str = "mean", ignore_index: int = -100,
-                  label_smoothing: float = 0.0):
-    """Cross-entropy of ``logits`` against class indices ``targets``
-    (``torch.nn.functional.cross_entropy(logits, targets, reduction=..., ignore_index=...,
-    label_smoothing=...)``).
+def cross_entropy(input, target, weight=None, *, ignore_index: int = -100,
+                  reduction: str = "mean", label_smoothing: float = 0.0):
+    """Cross-entropy of logits ``input`` against class indices ``target``
+    (``torch.nn.functional.cross_entropy``, same names and defaults; the options after
+    ``weight`` are keyword-only).
 
     Args:
-        logits (Tensor | np.ndarray): (N, V) floating; (B, T, V) (any (..., V)) is accepted and
-            flattened, the class axis last (PyTorch puts it second for (N, C, d1, ...)). A plain
-            array is a constant.
-        targets (np.ndarray | Tensor): integer class indices of shape logits.shape[:-1], each in
+        input (Tensor | np.ndarray): logits (N, V) floating; (B, T, V) (any (..., V)) is
+            accepted and flattened, the class axis last (PyTorch puts it second for
+            (N, C, d1, ...)). A plain array is a constant.
+        target (np.ndarray | Tensor): integer class indices of shape input.shape[:-1], each in
             [0, V) or equal to ``ignore_index``. Never differentiated.
+        weight: must be None (per-class weights are not implemented).
         reduction (str): "mean" (over the rows not ignored), "sum" or "none" (one loss per row,
             targets' shape, 0 on ignored rows).
         ignore_index (int): target value whose rows contribute nothing (default -100).
@@ -163,6 +164,7 @@ def cross_entropy(logits, targets, reduction: str = "mean", ignore_index: int = 
         as in PyTorch) or of targets' shape ("none").
 
     Raises:
+        NotImplementedError: a class ``weight``.
         TypeError: non-floating logits; targets not of an integer dtype (floats, bools);
             a non-integer ignore_index.
         ValueError: logits with no class axis or no classes, targets of
@@ -171,11 +173,13 @@ def cross_entropy(logits, targets, reduction: str = "mean", ignore_index: int = 
             first bad one), as in PyTorch.
     """
     fn = "cross_entropy"
-    logits, xa = float_input(logits, "logits", fn)
+    if weight is not None:
+        raise NotImplementedError(f"{fn}: per-class weight is not implemented")
+    logits, xa = float_input(input, "logits", fn)
     V = last_dim(xa, fn, "the class axis V", name="logits")
     if V == 0:   # no classes (no rows is an empty batch: PyTorch's 0 / empty / NaN losses)
         raise ValueError(f"{fn}: logits have no classes (shape {xa.shape})")
-    ta = int_input(targets, "targets", fn)
+    ta = int_input(target, "targets", fn)
     shape_is(ta, xa.shape[:-1], "targets", fn, f" (logits' shape {xa.shape} without V)")
     reduction = choice(reduction, REDUCTIONS, "reduction", fn)
     ignore_index = integer(ignore_index, "ignore_index", fn)

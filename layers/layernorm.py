@@ -32,7 +32,8 @@ import numpy as np
 
 from minigrad import Function, Module, Parameter, Tensor
 
-from .checks import check_eps, float_dtype, float_input, last_dim, norm_param, positive_int
+from .checks import (check_eps, flat_param, float_dtype, float_input, norm_param, normalized_axes,
+                     sizes)
 
 __all__ = ["layernorm_forward", "layernorm_backward", "LayerNormFunction", "layer_norm",
            "LayerNorm", "Identity"]
@@ -79,25 +80,37 @@ class LayerNormFunction(Function):
         return layernorm_backward(dout, ctx.saved_tensors)
 
 
-def layer_norm(x, weight, bias, eps: float = 1e-5) -> Tensor:
-    """Layer normalization over the last axis (``torch.nn.functional.layer_norm`` with
-    ``normalized_shape = (C,)``).
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
+    """Layer normalization over the last axes (``torch.nn.functional.layer_norm``, same
+    signature and defaults).
 
     Args:
-        x: Tensor (or array, taken as a constant) of shape (..., C), float32 or float64.
-        weight: (C,) gain of x's dtype (a plain array is a constant); None means 1.
-        bias: (C,) shift of x's dtype (a plain array is a constant); None means 0.
+        input: Tensor (or array, taken as a constant) of shape (..., *normalized_shape),
+            float32 or float64.
+        normalized_shape: int or sequence of ints, the sizes of the last axes to normalize
+            (in the GPT, C). Several axes are normalized together as one axis of their product.
+        weight: gain of shape normalized_shape and input's dtype (a plain array is a constant);
+            None means 1.
+        bias: shift, as weight; None means 0.
         eps: number >= 0 added to the variance (default 1e-5, PyTorch's).
 
     Returns:
-        Tensor of x's shape and dtype; one graph node with gradients for x, weight and bias.
+        Tensor of input's shape and dtype; one graph node with gradients for input, weight and
+        bias.
 
     Raises:
-        TypeError: a non-floating dtype, or weight/bias of a different dtype than x.
-        ValueError: x with no axis, weight/bias not of shape (C,), or a bad eps.
+        TypeError: a non-floating dtype, weight/bias of a different dtype than input, or a
+            normalized_shape that is not an int or a sequence of ints.
+        ValueError: a normalized_shape that is not input's trailing shape, weight/bias not of
+            that shape, or a bad eps.
     """
-    x, xa = float_input(x, "x", "layer_norm")
-    last_dim(xa, "layer_norm", "the normalized one")
+    x, xa = float_input(input, "input", "layer_norm")
+    k = normalized_axes(normalized_shape, xa, "layer_norm")
+    if k > 1:  # the last k axes as one axis of their product, then back
+        shape = xa.shape[-k:]
+        w, b = (flat_param(t, n, shape, "layer_norm") for t, n in ((weight, "weight"), (bias, "bias")))
+        flat = x.reshape(xa.shape[:-k] + (-1,))
+        return layer_norm(flat, flat.shape[-1], w, b, eps).reshape(xa.shape)
     weight = norm_param(weight, "weight", xa, "layer_norm", fill=1.0)
     bias = norm_param(bias, "bias", xa, "layer_norm", fill=0.0)
     eps = check_eps(eps, "layer_norm")
@@ -105,31 +118,31 @@ def layer_norm(x, weight, bias, eps: float = 1e-5) -> Tensor:
 
 
 class LayerNorm(Module):
-    """``layer_norm`` as a Module (``torch.nn.LayerNorm``): gain ``weight`` (C,) = 1 and
-    ``bias`` (C,) = 0.
+    """``layer_norm`` as a Module (``torch.nn.LayerNorm``): gain ``weight`` = 1 and ``bias`` = 0,
+    both of shape normalized_shape.
 
     Args:
-        d (int): size C of the normalized (last) axis.
+        normalized_shape (int | tuple of int): sizes of the last axes to normalize (the GPT's C).
         eps (float): added to the variance, default 1e-5 (PyTorch's).
         rng: unused (no random init); accepted for a uniform constructor signature.
         dtype: parameter dtype, default float32.
 
-    Shapes: x (..., C) -> (..., C).
+    Shapes: x (..., *normalized_shape) -> the same shape.
 
     Raises:
-        TypeError: a non-integer d or a non-floating dtype.
-        ValueError: d <= 0 or an eps that is not a finite number >= 0 (at construction).
+        TypeError: a non-integer size or a non-floating dtype.
+        ValueError: a size <= 0 or an eps that is not a finite number >= 0 (at construction).
     """
 
-    def __init__(self, d: int, eps: float = 1e-5, rng=None, dtype=np.float32) -> None:
+    def __init__(self, normalized_shape, eps: float = 1e-5, rng=None, dtype=np.float32) -> None:
         super().__init__()
-        d = positive_int(d, "d", "LayerNorm")
-        self.eps = None if eps is None else check_eps(eps, "LayerNorm")
-        self.weight = Parameter(np.ones(d, dtype=float_dtype(dtype, "LayerNorm")))
+        self.normalized_shape = sizes(normalized_shape, "LayerNorm")
+        self.eps = check_eps(eps, "LayerNorm")
+        self.weight = Parameter(np.ones(self.normalized_shape, dtype=float_dtype(dtype, "LayerNorm")))
         self.bias = Parameter(np.zeros_like(self.weight.data))
 
     def forward(self, x: Tensor) -> Tensor:
-        return layer_norm(x, self.weight, self.bias, eps=self.eps)
+        return layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
 
 
 class Identity(Module):

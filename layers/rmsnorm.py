@@ -10,7 +10,7 @@ Forward (Zhang & Sennrich 2019, "Root Mean Square Layer Normalization", eq. 4), 
     xhat = x * rstd
     out  = weight * xhat
 
-No mean is subtracted and there is no bias. eps defaults to 1e-6 (the chapter's build.py).
+No mean is subtracted and there is no bias. The chapter's build.py uses eps = 1e-6.
 
 Cache: ``(xhat, weight, rstd)``: the normalized input (..., C) and the per-row reciprocal
 root-mean-square (..., 1), exactly what the backward reads; x is not kept.
@@ -33,7 +33,8 @@ import numpy as np
 
 from minigrad import Function, Module, Parameter, Tensor
 
-from .checks import check_eps, float_dtype, float_input, last_dim, norm_param, positive_int
+from .checks import (check_eps, flat_param, float_dtype, float_input, norm_param, normalized_axes,
+                     sizes)
 
 __all__ = ["rmsnorm_forward", "rmsnorm_backward", "RMSNormFunction", "rms_norm", "RMSNorm"]
 
@@ -75,51 +76,64 @@ class RMSNormFunction(Function):
         return rmsnorm_backward(dout, ctx.saved_tensors)
 
 
-def rms_norm(x, weight, eps: Optional[float] = 1e-6) -> Tensor:
-    """Root-mean-square normalization over the last axis (``torch.nn.functional.rms_norm``).
+def rms_norm(input, normalized_shape, weight=None, eps: Optional[float] = None) -> Tensor:
+    """Root-mean-square normalization over the last axes (``torch.nn.functional.rms_norm``,
+    same signature and defaults).
 
     Args:
-        x: Tensor (or array, taken as a constant) of shape (..., C), float32 or float64.
-        weight: (C,) gain of x's dtype (a plain array is a constant); None means 1.
-        eps: number >= 0 added to the mean square (default 1e-6, the chapter's build.py), or
-            None for ``np.finfo(x.dtype).eps`` (PyTorch's ``eps=None``).
+        input: Tensor (or array, taken as a constant) of shape (..., *normalized_shape),
+            float32 or float64.
+        normalized_shape: int or sequence of ints, the sizes of the last axes to normalize
+            (in the GPT, C). Several axes are normalized together as one axis of their product.
+        weight: gain of shape normalized_shape and input's dtype (a plain array is a constant);
+            None means 1.
+        eps: number >= 0 added to the mean square, or None (default, PyTorch's) for
+            ``np.finfo(input.dtype).eps``. The chapter's build.py uses 1e-6.
 
     Returns:
-        Tensor of x's shape and dtype; one graph node with gradients for x and weight.
+        Tensor of input's shape and dtype; one graph node with gradients for input and weight.
 
     Raises:
-        TypeError: a non-floating dtype, or weight of a different dtype than x.
-        ValueError: x with no axis, weight not of shape (C,), or a bad eps.
+        TypeError: a non-floating dtype, weight of a different dtype than input, or a
+            normalized_shape that is not an int or a sequence of ints.
+        ValueError: a normalized_shape that is not input's trailing shape, weight not of that
+            shape, or a bad eps.
     """
-    x, xa = float_input(x, "x", "rms_norm")
-    last_dim(xa, "rms_norm", "the normalized one")
+    x, xa = float_input(input, "input", "rms_norm")
+    k = normalized_axes(normalized_shape, xa, "rms_norm")
+    if k > 1:  # the last k axes as one axis of their product, then back
+        flat = x.reshape(xa.shape[:-k] + (-1,))
+        w = flat_param(weight, "weight", xa.shape[-k:], "rms_norm")
+        return rms_norm(flat, flat.shape[-1], w, eps).reshape(xa.shape)
     weight = norm_param(weight, "weight", xa, "rms_norm", fill=1.0)
     eps = check_eps(np.finfo(xa.dtype).eps if eps is None else eps, "rms_norm")
     return RMSNormFunction.apply(x, weight, eps=eps)
 
 
 class RMSNorm(Module):
-    """``rms_norm`` as a Module with a learned gain ``weight`` (C,) = 1 (``torch.nn.RMSNorm``).
+    """``rms_norm`` as a Module with a learned gain ``weight`` = 1 of shape normalized_shape
+    (``torch.nn.RMSNorm``).
 
     Args:
-        d (int): size C of the normalized (last) axis.
-        eps (float | None): default 1e-6 (the chapter's build.py); None means
-            ``np.finfo(dtype).eps`` (``torch.nn.RMSNorm``'s default).
+        normalized_shape (int | tuple of int): sizes of the last axes to normalize (the GPT's C).
+        eps (float | None): default None, ``np.finfo(dtype).eps`` (``torch.nn.RMSNorm``'s
+            default); the chapter's build.py passes 1e-6.
         rng: unused (no random init); accepted for a uniform constructor signature.
         dtype: parameter dtype, default float32.
 
-    Shapes: x (..., C) -> (..., C).
+    Shapes: x (..., *normalized_shape) -> the same shape.
 
     Raises:
-        TypeError: a non-integer d or a non-floating dtype.
-        ValueError: d <= 0 or an eps that is not a finite number >= 0 (at construction).
+        TypeError: a non-integer size or a non-floating dtype.
+        ValueError: a size <= 0 or an eps that is not a finite number >= 0 (at construction).
     """
 
-    def __init__(self, d: int, eps: float = 1e-6, rng=None, dtype=np.float32) -> None:
+    def __init__(self, normalized_shape, eps: Optional[float] = None, rng=None,
+                 dtype=np.float32) -> None:
         super().__init__()
-        d = positive_int(d, "d", "RMSNorm")
+        self.normalized_shape = sizes(normalized_shape, "RMSNorm")
         self.eps = None if eps is None else check_eps(eps, "RMSNorm")
-        self.weight = Parameter(np.ones(d, dtype=float_dtype(dtype, "RMSNorm")))
+        self.weight = Parameter(np.ones(self.normalized_shape, dtype=float_dtype(dtype, "RMSNorm")))
 
     def forward(self, x: Tensor) -> Tensor:
-        return rms_norm(x, self.weight, eps=self.eps)
+        return rms_norm(x, self.normalized_shape, self.weight, self.eps)

@@ -18,7 +18,12 @@ Backward (the Jacobian-vector product of J = diag(y) - y y^T, which is symmetric
 
     dx = y * dy - y * sum_j(dy_j * y_j)        # = y * (dy - sum(dy * y))
 
-Derivation: docs/derivations.md, section Softmax.
+Log-softmax (``log_softmax``), from the same shifted row, never as log(softmax)::
+
+    y_i = (x_i - m) - log(sum_j exp(x_j - m))
+    dx  = dy - exp(y) * sum(dy)               # term 1: identity; term 2: through the log-sum-exp
+
+Derivation: docs/derivations.md, sections Softmax and Log-softmax.
 """
 from __future__ import annotations
 
@@ -28,7 +33,8 @@ from minigrad import Function
 
 from .checks import alias, axis_index, float_input
 
-__all__ = ["softmax", "softmax_forward", "softmax_backward", "SoftmaxFunction"]
+__all__ = ["softmax", "softmax_forward", "softmax_backward", "SoftmaxFunction", "log_softmax",
+           "log_softmax_forward", "log_softmax_backward", "LogSoftmaxFunction"]
 
 
 def softmax_forward(x, axis=-1):
@@ -100,3 +106,47 @@ def softmax(x, axis=-1, *, dim=None):
     x, xa = float_input(x, "x", "softmax")
     axis = axis_index(axis, xa, "softmax")
     return SoftmaxFunction.apply(x, axis=axis)
+
+
+def log_softmax_forward(x, axis=-1):
+    """``log(softmax(x))`` along ``axis``, from the shifted row: ``z - log(sum(exp(z)))``,
+    z = x - max(x). Returns (y, cache) with y of x's shape and dtype, cache = (y, axis)."""
+    z = x - np.max(x, axis=axis, keepdims=True)      # shifted row, max entry 0
+    y = z - np.log(np.sum(np.exp(z), axis=axis, keepdims=True))
+    return y, (y, axis)
+
+
+def log_softmax_backward(dy, cache):
+    """``dx = dy - softmax(x) * sum(dy)``, with softmax(x) = exp(y); dx has y's shape."""
+    y, axis = cache
+    return (dy                                                      # term 1: identity
+            - np.exp(y) * np.sum(dy, axis=axis, keepdims=True))     # term 2: log-sum-exp
+
+
+class LogSoftmaxFunction(Function):
+    """``minigrad.Function`` adapter for ``log_softmax_forward`` / ``log_softmax_backward``."""
+
+    @staticmethod
+    def forward(ctx, x, axis=-1):
+        y, _ = log_softmax_forward(x, axis)
+        ctx.save_for_backward(y)
+        ctx.axis = axis
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        (y,) = ctx.saved_tensors
+        return log_softmax_backward(dy, (y, ctx.axis))
+
+
+def log_softmax(x, axis=-1, *, dim=None):
+    """Log of the softmax of ``x`` along ``axis`` (``torch.nn.functional.log_softmax(x,
+    dim=axis)``), computed from the shifted row so that it stays finite where softmax
+    underflows to 0.
+
+    Args, Returns, Raises: as ``softmax``.
+    """
+    axis = alias(axis, dim, "axis", "dim", -1, "log_softmax")
+    x, xa = float_input(x, "x", "log_softmax")
+    axis = axis_index(axis, xa, "log_softmax")
+    return LogSoftmaxFunction.apply(x, axis=axis)

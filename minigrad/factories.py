@@ -1,7 +1,8 @@
-"""Tensor factories under PyTorch's names: ``zeros``, ``ones``, ``randn``, ``arange``.
+"""Tensor factories under PyTorch's names: ``tensor``, ``zeros``, ``ones``, ``zeros_like``,
+``ones_like``, ``randn``, ``arange``.
 
-As in PyTorch, floating factories default to float32 (``torch.get_default_dtype()``); a
-``Tensor(list)`` built directly keeps NumPy's float64 (see docs/pytorch.md). Random numbers
+As in PyTorch, floating factories default to float32 (``torch.get_default_dtype()``), and so do
+Python floats given to ``tensor`` or ``Tensor``; NumPy arrays keep their dtype. Random numbers
 come from a ``numpy.random.Generator`` passed as ``generator`` (PyTorch's keyword), so a run is
 reproducible without global state.
 """
@@ -14,7 +15,7 @@ import numpy as np
 
 from .tensor import Tensor
 
-__all__ = ["zeros", "ones", "randn", "arange"]
+__all__ = ["tensor", "zeros", "ones", "zeros_like", "ones_like", "randn", "arange"]
 
 DEFAULT_DTYPE = np.dtype(np.float32)
 
@@ -31,6 +32,22 @@ def _size(size, fn: str) -> tuple:
 
 def _dtype(dtype) -> np.dtype:
     return DEFAULT_DTYPE if dtype is None else np.dtype(dtype)
+
+
+def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
+    """A new leaf Tensor holding a copy of ``data`` (``torch.tensor``).
+
+    Args:
+        data: array-like or Tensor (copied; a Tensor's graph is not kept). Python floats give
+            float32, Python ints int64, NumPy arrays keep their dtype (as ``Tensor``).
+        dtype: optional dtype to convert to.
+        requires_grad (bool): make it a leaf that requires grad.
+
+    Raises:
+        TypeError: non-numeric data, or requires_grad with a non-floating dtype.
+    """
+    t = Tensor(data.data if isinstance(data, Tensor) else data, dtype=dtype)
+    return Tensor(t.data.copy(), requires_grad=requires_grad)
 
 
 def zeros(*size, dtype=None, requires_grad: bool = False) -> Tensor:
@@ -51,6 +68,25 @@ def zeros(*size, dtype=None, requires_grad: bool = False) -> Tensor:
 def ones(*size, dtype=None, requires_grad: bool = False) -> Tensor:
     """A Tensor of ones (``torch.ones``); arguments as ``zeros``."""
     return Tensor(np.ones(_size(size, "ones"), dtype=_dtype(dtype)), requires_grad=requires_grad)
+
+
+def zeros_like(input: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
+    """Zeros of ``input``'s shape and (unless ``dtype`` is given) dtype (``torch.zeros_like``).
+
+    Raises:
+        TypeError: requires_grad with a non-floating dtype.
+    """
+    a = input.data if isinstance(input, Tensor) else np.asarray(input)
+    return Tensor(np.zeros(a.shape, dtype=a.dtype if dtype is None else dtype),
+                  requires_grad=requires_grad)
+
+
+def ones_like(input: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
+    """Ones of ``input``'s shape and (unless ``dtype`` is given) dtype (``torch.ones_like``);
+    errors as ``zeros_like``."""
+    a = input.data if isinstance(input, Tensor) else np.asarray(input)
+    return Tensor(np.ones(a.shape, dtype=a.dtype if dtype is None else dtype),
+                  requires_grad=requires_grad)
 
 
 def randn(*size, generator: Optional[np.random.Generator] = None, dtype=None,

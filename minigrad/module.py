@@ -208,3 +208,20 @@ class ModuleList(Module):
 
     def __getitem__(self, i: int) -> Module:
         return list(self._modules.values())[i]
+
+
+class Sequential(ModuleList):
+    """Modules applied one after another (``torch.nn.Sequential``): ``Sequential(a, b)(x)`` is
+    ``b(a(x))``; they are registered as "0", "1", ... so state_dict keys match PyTorch's.
+
+    Raises:
+        TypeError: an argument that is not a Module.
+    """
+
+    def __init__(self, *modules: Module) -> None:
+        super().__init__(modules)
+
+    def forward(self, x):
+        for module in self:
+            x = module(x)
+        return x

@@ -685,6 +685,11 @@ def concatenate(tensors, axis: int = 0) -> Tensor:
     return Concatenate.apply(*tensors, axis=axis)
 
 
+def cat(tensors, dim: int = 0) -> Tensor:
+    """``concatenate`` under PyTorch's name and keyword (``torch.cat(tensors, dim=0)``)."""
+    return concatenate(tensors, axis=dim)
+
+
 def stack(tensors, axis: int = 0) -> Tensor:
     """Join same-shape Tensors along a new axis, as ``np.stack``.
 

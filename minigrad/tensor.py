@@ -36,7 +36,9 @@ class Tensor:
 
     Args:
         data: array-like; wrapped with ``np.asarray`` (no copy when it is already an ndarray,
-            like ``torch.from_numpy``). Any numeric or bool dtype.
+            like ``torch.from_numpy``). Any numeric or bool dtype. Python floats (a float or
+            nested lists of them) become float32, PyTorch's default dtype; NumPy arrays and
+            scalars keep their dtype.
         requires_grad (bool): whether gradients flow to this Tensor (a leaf). Only floating
             dtypes may require grad.
         dtype: optional dtype to convert ``data`` to.
@@ -56,6 +58,8 @@ class Tensor:
         if isinstance(data, Tensor):
             data = data.data
         arr = np.asarray(data, dtype=dtype)
+        if dtype is None and arr.dtype == np.float64 and not isinstance(data, (np.ndarray, np.generic)):
+            arr = arr.astype(np.float32)        # Python floats: float32, as torch.tensor
         if arr.dtype.kind not in "biuf":
             raise TypeError(f"Tensor data must be numeric or bool, got dtype {arr.dtype}")
         self._data = arr

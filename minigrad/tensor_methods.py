@@ -302,6 +302,11 @@ class TensorMethods:
         """Cast to ``dtype`` (differentiable between floating dtypes)."""
         return ops.Cast.apply(self, dtype=np.dtype(dtype))
 
+    def clone(self) -> "Tensor":
+        """A copy in new memory that stays in the graph: the gradient passes through unchanged
+        (``torch.Tensor.clone``). ``detach()`` is the copy that leaves the graph."""
+        return ops.Cast.apply(self, dtype=self.dtype)     # astype copies; its backward is dc
+
     def abs(self) -> "Tensor":
         """Elementwise |x|; gradient sign(x), 0 at x = 0 and at NaN (``torch.abs``)."""
         return ops.Abs.apply(self)
@@ -337,6 +342,27 @@ class TensorMethods:
         """Mean over ``axis``/``dim`` (None, int or tuple; negative allowed), as ``np.mean``."""
         axis, keepdims = axis_keep("mean", axis, keepdims, dim, keepdim)
         return ops.Mean.apply(self, axis=axis, keepdims=keepdims)
+
+    def var(self, axis=None, keepdims: bool = False, *, dim=None, keepdim=None,
+            correction=1) -> "Tensor":
+        """Variance over ``axis``/``dim`` (``torch.var``): ``sum((x - mean)^2) / (N - correction)``
+        with N the number of reduced entries. ``correction=1`` (PyTorch's default, Bessel's
+        correction) is the unbiased sample variance; ``correction=0`` is NumPy's default
+        (``np.var``'s ``ddof=0``). N <= correction gives inf or NaN, as in PyTorch.
+
+        Built from the engine's ops (mean, subtract, multiply, sum), so its gradient is theirs:
+        ``2 (x - mean) / (N - correction)`` times the upstream gradient.
+        """
+        axis, keepdims = axis_keep("var", axis, keepdims, dim, keepdim)
+        m = self.mean(axis=axis, keepdims=True)
+        d = self - m
+        n = self.size // max(m.size, 1)                  # entries per reduced group
+        return (d * d).sum(axis=axis, keepdims=keepdims) / (n - correction)
+
+    def std(self, axis=None, keepdims: bool = False, *, dim=None, keepdim=None,
+            correction=1) -> "Tensor":
+        """Standard deviation, ``sqrt(var(...))`` with the same arguments (``torch.std``)."""
+        return self.var(axis, keepdims, dim=dim, keepdim=keepdim, correction=correction).sqrt()
 
     def max(self, axis=None, keepdims: bool = False, *, dim=None, keepdim=None):
         """Maximum, in NumPy's or PyTorch's call form.

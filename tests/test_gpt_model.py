@@ -294,7 +294,7 @@ def test_whole_model_gradcheck_catches_a_planted_error_in_a_small_parameter():
     rng = np.random.default_rng(13)
     m.ln_f.bias.data[...] = rng.standard_normal(8)
     ln_f = m.ln_f
-    ln_f.forward = lambda x: layer_norm(x, ln_f.weight, _WrongBackward.apply(ln_f.bias))
+    ln_f.forward = lambda x: layer_norm(x, x.shape[-1], ln_f.weight, _WrongBackward.apply(ln_f.bias))
     idx, tgt = rng.integers(0, 7, (2, 4)), rng.integers(0, 7, (2, 4))
     with pytest.raises(minigrad.GradcheckError):
         minigrad.gradcheck(lambda *p: m(idx, tgt)[1], [m.ln_f.bias], fast_mode=True)

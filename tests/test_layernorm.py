@@ -35,7 +35,7 @@ def _closed_form(x, w, b, eps):
 def test_gradcheck_shapes(shape):
     rng = np.random.default_rng(0)
     x, (w, b) = rng.standard_normal(shape), _params(rng, shape[-1])
-    assert gradcheck(lambda x, w, b: layer_norm(x, w, b), _leaves(x, w, b),
+    assert gradcheck(lambda x, w, b: layer_norm(x, w.shape, w, b), _leaves(x, w, b),
                      eps=1e-6, atol=1e-7, rtol=1e-5)
 
 
@@ -44,17 +44,17 @@ def test_gradcheck_non_contiguous_inputs():
     w, b = _params(rng, 4)
     # transposed: the leaf is (C, T); the layer sees a (T, C) view with strides (8, 32)
     xt = rng.standard_normal((4, 6))
-    fn = lambda x, w, b: layer_norm(x.T, w, b)  # noqa: E731
+    fn = lambda x, w, b: layer_norm(x.T, w.shape, w, b)  # noqa: E731
     assert not xt.T.flags.c_contiguous
     assert gradcheck(fn, _leaves(xt, w, b), eps=1e-6, atol=1e-7, rtol=1e-5)
     # a non-contiguous leaf itself (a transposed array handed straight to the layer)
     leaf = _leaves(xt)[0].data.T
     assert not leaf.flags.c_contiguous
     inputs = [Tensor(leaf, requires_grad=True)] + _leaves(w, b)
-    assert gradcheck(lambda x, *p: layer_norm(x, *p), inputs, eps=1e-6, atol=1e-7, rtol=1e-5)
+    assert gradcheck(lambda x, *p: layer_norm(x, x.shape[-1], *p), inputs, eps=1e-6, atol=1e-7, rtol=1e-5)
     # strided: every other column of a (2, 3, 8) leaf
     xs = rng.standard_normal((2, 3, 8))
-    assert gradcheck(lambda x, w, b: layer_norm(x[:, :, ::2], w, b), _leaves(xs, w, b),
+    assert gradcheck(lambda x, w, b: layer_norm(x[:, :, ::2], w.shape, w, b), _leaves(xs, w, b),
                      eps=1e-6, atol=1e-7, rtol=1e-5)
 
 
@@ -62,9 +62,9 @@ def test_d_equals_1_gives_exactly_zero_dx():
     # With C = 1, xhat = x - x = 0 for every input: out = bias, and d out / dx is exactly 0.
     rng = np.random.default_rng(2)
     x, (w, b) = rng.standard_normal((3, 4, 1)), _params(rng, 1)
-    assert gradcheck(lambda x, w, b: layer_norm(x, w, b), _leaves(x, w, b), atol=1e-8, rtol=1e-6)
+    assert gradcheck(lambda x, w, b: layer_norm(x, w.shape, w, b), _leaves(x, w, b), atol=1e-8, rtol=1e-6)
     xt, wt, bt = _leaves(x, w, b)
-    layer_norm(xt, wt, bt).backward(rng.standard_normal(x.shape))
+    layer_norm(xt, wt.shape, wt, bt).backward(rng.standard_normal(x.shape))
     assert np.all(xt.grad == 0.0)
     assert np.all(wt.grad == 0.0)          # dweight = sum(dout * xhat) with xhat = 0
     assert np.any(bt.grad != 0.0)
@@ -85,7 +85,7 @@ def _near_constant(rng, shape, level=0.7):
 def test_gradcheck_near_constant_rows():
     rng = np.random.default_rng(3)
     x, (w, b) = _near_constant(rng, (2, 3, 6)), _params(rng, 6)
-    assert gradcheck(lambda x, w, b: layer_norm(x, w, b), _leaves(x, w, b), **NEAR_CONST_TOL)
+    assert gradcheck(lambda x, w, b: layer_norm(x, w.shape, w, b), _leaves(x, w, b), **NEAR_CONST_TOL)
 
 
 def test_gradcheck_exactly_constant_rows():
@@ -93,7 +93,7 @@ def test_gradcheck_exactly_constant_rows():
     rng = np.random.default_rng(4)
     x = np.repeat(rng.standard_normal((2, 3, 1)), 6, axis=-1)
     w, b = _params(rng, 6)
-    assert gradcheck(lambda x, w, b: layer_norm(x, w, b), _leaves(x, w, b), **NEAR_CONST_TOL)
+    assert gradcheck(lambda x, w, b: layer_norm(x, w.shape, w, b), _leaves(x, w, b), **NEAR_CONST_TOL)
 
 
 class _LayerNormForgetsEps(Function):
@@ -136,7 +136,7 @@ def test_gradcheck_rows_offset_by_1e6():
     # error (curvature ~1 at unit spread) stays ~1e-8.
     rng = np.random.default_rng(5)
     x, (w, b) = 1e6 + rng.standard_normal((2, 3, 6)), _params(rng, 6)
-    assert gradcheck(lambda x, w, b: layer_norm(x, w, b), _leaves(x, w, b),
+    assert gradcheck(lambda x, w, b: layer_norm(x, w.shape, w, b), _leaves(x, w, b),
                      eps=1e-4, atol=1e-6, rtol=1e-4)
 
 
@@ -145,7 +145,7 @@ def test_gradcheck_magnitude_1e4():
     # to 1e-2 and atol down to 1e-10 (the gradients are ~1e-4).
     rng = np.random.default_rng(6)
     x, (w, b) = 1e4 * rng.standard_normal((2, 3, 6)), _params(rng, 6)
-    assert gradcheck(lambda x, w, b: layer_norm(x, w, b), _leaves(x, w, b),
+    assert gradcheck(lambda x, w, b: layer_norm(x, w.shape, w, b), _leaves(x, w, b),
                      eps=1e-2, atol=1e-10, rtol=1e-5)
 
 
@@ -157,7 +157,7 @@ def test_backward_equals_engine_composite(case):
     x = {"normal": x, "near_constant": 0.7 + 1e-3 * x, "offset": 1e6 + x, "big": 1e4 * x}[case]
     w, b = _params(rng, 8)
     G = rng.standard_normal(x.shape)
-    out_f, g_f = grads_of(lambda x, w, b: layer_norm(x, w, b), (x, w, b), G)
+    out_f, g_f = grads_of(lambda x, w, b: layer_norm(x, w.shape, w, b), (x, w, b), G)
     out_c, g_c = grads_of(lambda x, w, b: layer_norm_ref(x, w, b, 1e-5), (x, w, b), G)
     np.testing.assert_allclose(out_f, out_c, rtol=0, atol=1e-10)
     for gf, gc in zip(g_f, g_c):
@@ -186,7 +186,7 @@ def test_forward_closed_form_and_dtypes(dtype, tol):
     x = rng.standard_normal((2, 3, 16)).astype(dtype)
     w, b = _params(rng, 16, dtype)
     xt, wt, bt = (Tensor(a, requires_grad=True) for a in (x, w, b))
-    out = layer_norm(xt, wt, bt)
+    out = layer_norm(xt, wt.shape, wt, bt)
     assert isinstance(out, Tensor) and out.dtype == dtype and out.shape == x.shape
     ref = _closed_form(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64), 1e-5)
     np.testing.assert_allclose(out.data, ref, rtol=tol, atol=tol)
@@ -199,7 +199,7 @@ def test_normalized_rows_have_zero_mean_unit_variance():
     # Independent of the formula's code: with weight 1, bias 0 every row has mean 0, var ~ 1.
     rng = np.random.default_rng(10)
     x = 3.0 + 5.0 * rng.standard_normal((4, 32))
-    y = layer_norm(Tensor(x), np.ones(32), np.zeros(32), eps=0.0).data
+    y = layer_norm(Tensor(x), 32, np.ones(32), np.zeros(32), eps=0.0).data
     np.testing.assert_allclose(y.mean(-1), 0.0, atol=1e-12)
     np.testing.assert_allclose(y.var(-1), 1.0, rtol=1e-12)
 
@@ -210,8 +210,8 @@ def test_offset_rows_two_pass_variance():
     rng = np.random.default_rng(11)
     x = rng.standard_normal((4, 16))
     w, b = _params(rng, 16)
-    y0 = layer_norm(Tensor(x), w, b).data
-    y1 = layer_norm(Tensor(x + 1e6), w, b).data
+    y0 = layer_norm(Tensor(x), w.shape, w, b).data
+    y1 = layer_norm(Tensor(x + 1e6), w.shape, w, b).data
     np.testing.assert_allclose(y1, y0, atol=1e-8)
     xo = x + 1e6
     naive_var = np.mean(xo * xo, -1, keepdims=True) - np.mean(xo, -1, keepdims=True) ** 2
@@ -223,25 +223,25 @@ def test_plain_arrays_are_constants():
     rng = np.random.default_rng(12)
     x, (w, b) = rng.standard_normal((3, 4)), _params(rng, 4)
     xt = Tensor(x, requires_grad=True)
-    out = layer_norm(xt, w, b)
+    out = layer_norm(xt, w.shape, w, b)
     assert isinstance(out, Tensor) and out.requires_grad
     out.backward(rng.standard_normal(out.shape))
     assert xt.grad is not None and xt.grad.shape == x.shape
-    assert not layer_norm(x, w, b).requires_grad
+    assert not layer_norm(x, w.shape, w, b).requires_grad
 
 
 def test_bad_inputs_raise():
     x = Tensor(np.zeros((2, 4)))
     w, b = np.ones(4), np.zeros(4)
     with pytest.raises(ValueError, match="weight"):
-        layer_norm(x, np.ones(3), b)
+        layer_norm(x, x.shape[-1], np.ones(3), b)
     with pytest.raises(ValueError, match="bias"):
-        layer_norm(x, w, np.zeros((1, 4)))
+        layer_norm(x, w.shape, w, np.zeros((1, 4)))
     with pytest.raises(TypeError, match="floating"):
-        layer_norm(Tensor(np.zeros((2, 4), dtype=np.int64)), w, b)
+        layer_norm(Tensor(np.zeros((2, 4), dtype=np.int64)), w.shape, w, b)
     with pytest.raises(TypeError, match="dtype"):
-        layer_norm(x, w.astype(np.float32), b)
+        layer_norm(x, x.shape[-1], w.astype(np.float32), b)
     with pytest.raises(ValueError, match="eps"):
-        layer_norm(x, w, b, eps=-1.0)
-    with pytest.raises(ValueError, match="axis"):
-        layer_norm(Tensor(np.float64(1.0)), np.ones(()), np.zeros(()))
+        layer_norm(x, w.shape, w, b, eps=-1.0)
+    with pytest.raises(ValueError, match=r"normalized_shape \(1,\) must be the last axes"):
+        layer_norm(Tensor(np.float64(1.0)), 1)

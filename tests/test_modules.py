@@ -19,7 +19,8 @@ def test_norms_init_and_names():
     assert np.all(ln.weight.data == 1) and np.all(ln.bias.data == 0) and ln.eps == 1e-5
     rms = RMSNorm(5, dtype=np.float64)
     assert names_shapes(rms) == [("weight", (5,))]
-    assert rms.weight.dtype == np.float64 and rms.eps == 1e-6 and np.all(rms.weight.data == 1)
+    assert rms.weight.dtype == np.float64 and rms.eps is None and (  # torch.nn.RMSNorm's eps=None
+            np.all(rms.weight.data == 1))
     assert ln.weight.dtype == np.float32
 
 
@@ -33,7 +34,7 @@ def test_norm_forward_values():
     var = ((x - mu) ** 2).mean(-1, keepdims=True)
     expect = (x - mu) / np.sqrt(var + 1e-5) * ln.weight.data + ln.bias.data
     np.testing.assert_allclose(ln(Tensor(x)).data, expect, rtol=1e-12, atol=1e-12)
-    rms = RMSNorm(6, dtype=np.float64)
+    rms = RMSNorm(6, eps=1e-6, dtype=np.float64)
     rms.weight.data[...] = rng.standard_normal(6)
     expect = x / np.sqrt((x ** 2).mean(-1, keepdims=True) + 1e-6) * rms.weight.data
     np.testing.assert_allclose(rms(Tensor(x)).data, expect, rtol=1e-12, atol=1e-12)

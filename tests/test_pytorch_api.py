@@ -124,12 +124,12 @@ def test_rms_norm_eps_none_is_finfo_eps():
     # The numbers (float64, PyTorch's F.rms_norm(x, (4,), ones(4), eps=None)), and the
     # closed form x / sqrt(mean(x^2) + finfo(dtype).eps) for float32.
     x = np.array([[1e-3, -2e-3, 3e-3, 4e-4]])
-    out = rms_norm(Tensor(x), None, eps=None).data
+    out = rms_norm(Tensor(x), x.shape[-1], None, eps=None).data
     np.testing.assert_allclose(out, [[0.53149, -1.06299, 1.59448, 0.21260]], atol=5e-6)
     np.testing.assert_allclose(out, x / np.sqrt(np.mean(x * x) + 2.220446049250313e-16),
                                rtol=1e-15)
     x32 = x.astype(np.float32)
-    out32 = rms_norm(Tensor(x32), np.ones(4, np.float32), eps=None).data
+    out32 = rms_norm(Tensor(x32), 4, np.ones(4, np.float32), eps=None).data
     ref = x / np.sqrt(np.mean(x * x) + 1.1920928955078125e-07)        # 0.52277, not 0.53149
     np.testing.assert_allclose(out32, ref, rtol=1e-6)
     from layers.modules import RMSNorm
@@ -177,6 +177,6 @@ def test_against_torch():
         np.testing.assert_array_equal(ours.data, theirs.numpy())
     w = torch.ones(4, dtype=torch.float64)
     xx = torch.tensor([[1e-3, -2e-3, 3e-3, 4e-4]], dtype=torch.float64)
-    np.testing.assert_allclose(rms_norm(Tensor(xx.numpy()), None, eps=None).data,
+    np.testing.assert_allclose(rms_norm(Tensor(xx.numpy()), 4, None, eps=None).data,
                                torch.nn.functional.rms_norm(xx, (4,), w, eps=None).numpy(),
                                rtol=1e-15)

@@ -19,7 +19,7 @@ def _leaves(*arrays):
 
 
 def _fn(x, w):
-    return rms_norm(x, w)
+    return rms_norm(x, w.shape, w, eps=1e-6)
 
 
 TOL = dict(eps=1e-6, atol=1e-7, rtol=1e-5)
@@ -36,14 +36,14 @@ def test_gradcheck_non_contiguous_inputs():
     rng = np.random.default_rng(1)
     w = _weight(rng, 4)
     xt = rng.standard_normal((4, 6))                  # leaf (C, T); the layer sees a (T, C) view
-    assert gradcheck(lambda x, w: rms_norm(x.T, w), _leaves(xt, w), **TOL)
+    assert gradcheck(lambda x, w: rms_norm(x.T, w.shape, w, eps=1e-6), _leaves(xt, w), **TOL)
     # a non-contiguous leaf itself (a transposed array handed straight to the layer)
     leaf = _leaves(xt)[0].data.T
     assert not leaf.flags.c_contiguous
     inputs = [Tensor(leaf, requires_grad=True)] + _leaves(w)
-    assert gradcheck(lambda x, *p: rms_norm(x, *p), inputs, eps=1e-6, atol=1e-7, rtol=1e-5)
+    assert gradcheck(lambda x, *p: rms_norm(x, x.shape[-1], *p, eps=1e-6), inputs, eps=1e-6, atol=1e-7, rtol=1e-5)
     xs = rng.standard_normal((2, 3, 8))               # every other column
-    assert gradcheck(lambda x, w: rms_norm(x[:, :, ::2], w), _leaves(xs, w), **TOL)
+    assert gradcheck(lambda x, w: rms_norm(x[:, :, ::2], w.shape, w, eps=1e-6), _leaves(xs, w), **TOL)
 
 
 def test_gradcheck_d_equals_1():
@@ -53,7 +53,7 @@ def test_gradcheck_d_equals_1():
     x = rng.standard_normal((3, 4, 1))
     assert gradcheck(_fn, _leaves(x, _weight(rng, 1)), eps=1e-4, atol=1e-11, rtol=1e-5)
     xt, wt = _leaves(x, _weight(rng, 1))
-    rms_norm(xt, wt).backward(np.ones(x.shape))
+    rms_norm(xt, wt.shape, wt, eps=1e-6).backward(np.ones(x.shape))
     expected = wt.data * 1e-6 / (x ** 2 + 1e-6) ** 1.5        # d/dx of x / sqrt(x^2 + eps)
     # the backward forms dxhat (1 - xhat^2) with xhat^2 = x^2 / (x^2 + eps) ~ 1 - 1e-7: the
     # cancellation costs ~7 digits of float64's 16, hence rtol 1e-7
@@ -72,9 +72,9 @@ def test_gradcheck_all_zero_row():
     assert gradcheck(_fn, _leaves(x, w), eps=1e-7, atol=1e-4, rtol=1e-5)
     xt, wt = _leaves(x, w)
     G = rng.standard_normal(x.shape)
-    rms_norm(xt, wt).backward(G)
+    rms_norm(xt, wt.shape, wt, eps=1e-6).backward(G)
     np.testing.assert_allclose(xt.grad[0, 1], G[0, 1] * w / np.sqrt(1e-6), rtol=1e-12)
-    assert np.all(rms_norm(Tensor(x), w).data[0, 1] == 0.0)
+    assert np.all(rms_norm(Tensor(x), w.shape, w, eps=1e-6).data[0, 1] == 0.0)
 
 
 def test_gradcheck_rows_offset_by_1e6():
@@ -151,7 +151,7 @@ def test_forward_closed_form_and_dtypes(dtype, tol):
     x = rng.standard_normal((2, 3, 16)).astype(dtype)
     w = _weight(rng, 16, dtype)
     xt, wt = Tensor(x, requires_grad=True), Tensor(w, requires_grad=True)
-    out = rms_norm(xt, wt)
+    out = rms_norm(xt, wt.shape, wt, eps=1e-6)
     assert isinstance(out, Tensor) and out.dtype == dtype and out.shape == x.shape
     x64 = x.astype(np.float64)
     ref = w.astype(np.float64) * x64 / np.sqrt(np.mean(x64 ** 2, axis=-1, keepdims=True) + 1e-6)
@@ -165,19 +165,19 @@ def test_unit_rms_and_scale_invariance():
     # With weight 1 and eps 0 every row has root-mean-square 1, and scaling x changes nothing.
     rng = np.random.default_rng(10)
     x = 3.0 + 5.0 * rng.standard_normal((4, 32))
-    y = rms_norm(Tensor(x), np.ones(32), eps=0.0).data
+    y = rms_norm(Tensor(x), 32, np.ones(32), eps=0.0).data
     np.testing.assert_allclose(np.sqrt(np.mean(y ** 2, -1)), 1.0, rtol=1e-12)
-    np.testing.assert_allclose(rms_norm(Tensor(7.5 * x), np.ones(32), eps=0.0).data, y, rtol=1e-12)
+    np.testing.assert_allclose(rms_norm(Tensor(7.5 * x), 32, np.ones(32), eps=0.0).data, y, rtol=1e-12)
 
 
 def test_bad_inputs_raise():
     x = Tensor(np.zeros((2, 4)))
     with pytest.raises(ValueError, match="weight"):
-        rms_norm(x, np.ones(5))
+        rms_norm(x, x.shape[-1], np.ones(5), eps=1e-6)
     with pytest.raises(TypeError, match="floating"):
-        rms_norm(Tensor(np.zeros((2, 4), dtype=np.int32)), np.ones(4))
+        rms_norm(Tensor(np.zeros((2, 4), dtype=np.int32)), 4, np.ones(4))
     with pytest.raises(TypeError, match="dtype"):
-        rms_norm(x, np.ones(4, dtype=np.float32))
+        rms_norm(x, x.shape[-1], np.ones(4, dtype=np.float32), eps=1e-6)
     with pytest.raises(ValueError, match="eps"):
-        rms_norm(x, np.ones(4), eps=float("nan"))
-    assert not rms_norm(np.zeros((2, 4)), np.ones(4)).requires_grad
+        rms_norm(x, x.shape[-1], np.ones(4), eps=float("nan"))
+    assert not rms_norm(np.zeros((2, 4)), 4, np.ones(4)).requires_grad

@@ -1,0 +1,212 @@
+"""The first hour of a PyTorch user: PyTorch's signatures for the norms, attention and
+cross-entropy, ``minigrad.tensor`` and float32 for Python floats, and the names reached for
+first (F.relu, F.log_softmax, var/std, cat, clone, zeros_like, Sequential). Expectations come
+from NumPy closed forms and PyTorch's documentation (and torch itself where installed)."""
+import numpy as np
+import pytest
+
+import minigrad as mg
+from layers import functional as F
+from layers.modules import LayerNorm, Linear, RMSNorm
+from minigrad import Tensor, gradcheck
+
+RNG = np.random.default_rng(7)
+TOL = dict(eps=1e-6, atol=1e-8, rtol=1e-6)
+
+
+def _leaf(*shape):
+    return Tensor(RNG.standard_normal(shape), requires_grad=True)
+
+
+def _upstream(fn, *inputs):
+    """fn's output contracted with a random upstream gradient: gradcheck of a scalar that
+    weighs every output entry differently."""
+    g = RNG.standard_normal(fn(*inputs).shape)
+    return lambda *a: (fn(*a) * g).sum()
+
+
+# ------------------------------------------------------------------ dtypes of new Tensors
+def test_python_floats_give_float32_and_arrays_keep_their_dtype():
+    assert Tensor([1.0, 2.0]).dtype == np.float32 == mg.tensor([[1.5]]).dtype
+    assert Tensor(3.0).dtype == np.float32
+    assert Tensor([1, 2]).dtype == np.int64 == mg.tensor([3]).dtype
+    assert Tensor(np.zeros(2)).dtype == np.float64 and Tensor(np.float64(1.0)).dtype == np.float64
+    assert Tensor([1.0], dtype=np.float64).dtype == np.float64
+    # the first Linear call of a PyTorch user: a list of floats into a float32 Module
+    assert Linear(2, 3, rng=np.random.default_rng(0))(Tensor([[1.0, 2.0]])).shape == (1, 3)
+
+
+def test_tensor_copies_and_detaches():
+    a = np.ones(3, np.float32)
+    t = mg.tensor(a, requires_grad=True)
+    a[0] = 5.0
+    assert t.data[0] == 1.0 and t.requires_grad and t.grad_fn is None
+    u = mg.tensor(t * 2)
+    assert not u.requires_grad and u.grad_fn is None and np.array_equal(u.data, [2, 2, 2])
+
+
+def test_zeros_like_and_ones_like():
+    x = Tensor(np.arange(6.0).reshape(2, 3))
+    z, o = mg.zeros_like(x), mg.ones_like(x, dtype=np.float32)
+    assert z.shape == o.shape == (2, 3) and z.dtype == np.float64 and o.dtype == np.float32
+    assert not z.data.any() and (o.data == 1).all()
+    assert mg.zeros_like(x, requires_grad=True).requires_grad
+
+
+# ------------------------------------------------------------------ norms: torch's signature
+@pytest.mark.parametrize("ns", [8, (8,), [8], (5, 8)])
+def test_layer_norm_over_normalized_shape(ns):
+    x = _leaf(2, 5, 8)
+    k = 1 if isinstance(ns, int) else len(ns)
+    shape = x.shape[-k:]
+    w = Tensor(RNG.standard_normal(shape), requires_grad=True)
+    b = Tensor(RNG.standard_normal(shape), requires_grad=True)
+    axes = tuple(range(-k, 0))
+    mu = x.data.mean(axis=axes, keepdims=True)
+    var = ((x.data - mu) ** 2).mean(axis=axes, keepdims=True)
+    expect = (x.data - mu) / np.sqrt(var + 1e-5) * w.data + b.data
+    np.testing.assert_allclose(F.layer_norm(x, ns, w, b).data, expect, rtol=1e-12, atol=1e-12)
+    fn = lambda x, w, b: F.layer_norm(x, ns, w, b)  # noqa: E731
+    assert gradcheck(_upstream(fn, x, w, b), [x, w, b], **TOL)
+
+
+@pytest.mark.parametrize("ns", [8, (5, 8)])
+def test_rms_norm_over_normalized_shape_with_torch_default_eps(ns):
+    x = _leaf(2, 5, 8)
+    k = 1 if isinstance(ns, int) else len(ns)
+    w = Tensor(RNG.standard_normal(x.shape[-k:]), requires_grad=True)
+    ms = (x.data ** 2).mean(axis=tuple(range(-k, 0)), keepdims=True)
+    expect = x.data / np.sqrt(ms + np.finfo(np.float64).eps) * w.data  # torch: eps=None
+    np.testing.assert_allclose(F.rms_norm(x, ns, w).data, expect, rtol=1e-12)
+    fn = lambda x, w: F.rms_norm(x, ns, w, eps=1e-6)  # noqa: E731
+    assert gradcheck(_upstream(fn, x, w), [x, w], **TOL)
+
+
+def test_norm_modules_take_normalized_shape():
+    x = Tensor(RNG.standard_normal((3, 4, 6)))
+    ln, rms = LayerNorm((4, 6), dtype=np.float64), RMSNorm(6, dtype=np.float64)
+    assert ln.weight.shape == ln.bias.shape == (4, 6) and rms.eps is None
+    np.testing.assert_allclose(ln(x).data, F.layer_norm(x, (4, 6)).data, rtol=1e-12)
+    np.testing.assert_allclose(rms(x).data, F.rms_norm(x, (6,)).data, rtol=1e-12)
+
+
+@pytest.mark.parametrize("call, exc, match", [
+    (lambda x: F.layer_norm(x, (4,)), ValueError, r"normalized_shape \(4,\) must be the last axes"),
+    (lambda x: F.rms_norm(x, (2, 5)), ValueError, "must be the last axes"),
+    (lambda x: F.layer_norm(x, ()), ValueError, "at least one size"),
+    (lambda x: F.layer_norm(x, 5.0), TypeError, "normalized_shape must be an int"),
+    (lambda x: F.layer_norm(x, (3, 5), np.ones(15)), ValueError, r"weight has shape \(15,\)"),
+    (lambda x: F.rms_norm(x, 5, np.ones(5)), TypeError, "weight is float64 but x is float32"),
+])
+def test_norm_bad_normalized_shape(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call(Tensor(np.zeros((2, 3, 5), np.float32)))
+
+
+# ------------------------------------------------------------------ attention, cross-entropy
+def test_sdpa_takes_torch_signature_and_scale():
+    q, k, v = _leaf(1, 2, 3, 4), _leaf(1, 2, 5, 4), _leaf(1, 2, 5, 6)
+    s = q.data @ k.data.swapaxes(-1, -2) * 0.3
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    out = F.scaled_dot_product_attention(q, k, v, scale=0.3)
+    np.testing.assert_allclose(out.data, p @ v.data, rtol=1e-12)
+    fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, None, 0.0, True, 0.3)  # noqa: E731
+    assert gradcheck(_upstream(fn, q, k, v), [q, k, v], **TOL)
+    with pytest.raises(NotImplementedError, match="attn_mask"):
+        F.scaled_dot_product_attention(q, k, v, np.ones((3, 5), bool))
+    with pytest.raises(NotImplementedError, match="dropout_p"):
+        F.scaled_dot_product_attention(q, k, v, dropout_p=0.1)
+
+
+def test_cross_entropy_refuses_class_weight_and_positional_options():
+    logits, target = Tensor(np.zeros((2, 3))), np.array([0, 2])
+    np.testing.assert_allclose(F.cross_entropy(input=logits, target=target).item(), np.log(3))
+    with pytest.raises(NotImplementedError, match="weight"):
+        F.cross_entropy(logits, target, np.ones(3))
+    with pytest.raises(TypeError):
+        F.cross_entropy(logits, target, None, None, -100)   # torch's size_average slot
+
+
+# ------------------------------------------------------------------ relu, log_softmax
+def test_relu():
+    x = Tensor(np.array([-2.0, 0.0, 3.0]), requires_grad=True)
+    y = F.relu(x)
+    y.backward(np.array([5.0, 6.0, 7.0]))
+    assert y.data.tolist() == [0.0, 0.0, 3.0] and x.grad.tolist() == [0.0, 0.0, 7.0]
+    assert F.relu(np.array([-1.0, 2.0])).data.tolist() == [0.0, 2.0]
+
+
+def test_log_softmax_closed_form_finite_tail_and_gradient():
+    x = _leaf(3, 4, 5)
+    expect = x.data - np.log(np.exp(x.data).sum(axis=1, keepdims=True))
+    np.testing.assert_allclose(F.log_softmax(x, dim=1).data, expect, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(np.exp(F.log_softmax(x).data), F.softmax(x).data, rtol=1e-12)
+    assert F.log_softmax(Tensor(np.array([0.0, -1000.0]))).data.tolist() == [0.0, -1000.0]
+    assert gradcheck(_upstream(lambda t: F.log_softmax(t, dim=1), x), [x], **TOL)
+
+
+# ------------------------------------------------------------------ var, std, cat, clone
+@pytest.mark.parametrize("kw, ddof", [({}, 1), ({"correction": 0}, 0), ({"correction": 2}, 2)])
+def test_var_std_with_correction_against_numpy(kw, ddof):
+    x = _leaf(3, 4, 5)
+    np.testing.assert_allclose(x.var(**kw).data, np.var(x.data, ddof=ddof), rtol=1e-12)
+    np.testing.assert_allclose(x.var(dim=1, keepdim=True, **kw).data,
+                               np.var(x.data, axis=1, ddof=ddof, keepdims=True), rtol=1e-12)
+    np.testing.assert_allclose(x.std(dim=(0, 2), **kw).data,
+                               np.std(x.data, axis=(0, 2), ddof=ddof), rtol=1e-12)
+    assert gradcheck(_upstream(lambda t: t.var(dim=2, **kw), x), [x], **TOL)
+    assert gradcheck(_upstream(lambda t: t.std(dim=0, **kw), x), [x], **TOL)
+
+
+def test_var_of_one_entry_with_correction_is_nan_as_torch():
+    with np.errstate(divide="ignore", invalid="ignore"):
+        assert np.isnan(Tensor(np.array([3.0])).var().item())
+
+
+def test_cat_is_concatenate_with_dim():
+    a, b = _leaf(2, 3), _leaf(2, 4)
+    c = mg.cat([a, b], dim=1)
+    np.testing.assert_array_equal(c.data, np.concatenate([a.data, b.data], axis=1))
+    assert gradcheck(_upstream(lambda a, b: mg.cat((a, b), dim=-1), a, b), [a, b], **TOL)
+
+
+def test_clone_copies_and_passes_the_gradient():
+    x = _leaf(2, 3)
+    y = x * 1.0
+    z = y.clone()
+    z.data[0, 0] = 99.0
+    assert y.data[0, 0] != 99.0 and z.grad_fn is not None
+    g = RNG.standard_normal((2, 3))
+    x.clone().backward(g)
+    np.testing.assert_array_equal(x.grad, g)
+
+
+def test_sequential_applies_in_order_with_torch_keys():
+    rng = np.random.default_rng(0)
+    l1, l2 = Linear(4, 3, rng=rng, dtype=np.float64), Linear(3, 2, rng=rng, dtype=np.float64)
+    seq = mg.Sequential(l1, LayerNorm(3, dtype=np.float64), l2)
+    x = Tensor(rng.standard_normal((5, 4)))
+    np.testing.assert_allclose(seq(x).data, l2(F.layer_norm(l1(x), 3)).data, rtol=1e-12)
+    assert list(seq.state_dict()) == ["0.weight", "0.bias", "1.weight", "1.bias", "2.weight",
+                                      "2.bias"]
+    assert len(seq) == 3 and seq[2] is l2
+    with pytest.raises(TypeError, match="Module"):
+        mg.Sequential(l1, "relu")
+
+
+# ------------------------------------------------------------------ against torch itself
+def test_against_torch_where_installed():
+    torch = pytest.importorskip("torch")
+    x = RNG.standard_normal((2, 5, 8))
+    w, b = RNG.standard_normal((5, 8)), RNG.standard_normal((5, 8))
+    tx, tw, tb = (torch.tensor(a) for a in (x, w, b))
+    tF = torch.nn.functional
+    np.testing.assert_allclose(F.layer_norm(Tensor(x), (5, 8), w, b).data,
+                               tF.layer_norm(tx, (5, 8), tw, tb).numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(F.rms_norm(Tensor(x), (5, 8), w).data,
+                               tF.rms_norm(tx, (5, 8), tw).numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(F.log_softmax(Tensor(x), dim=1).data,
+                               tF.log_softmax(tx, dim=1).numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(Tensor(x).var(dim=1).data, tx.var(dim=1).numpy(), rtol=1e-10)
+    assert str(torch.tensor([1.0]).dtype) == "torch.float32" and Tensor([1.0]).dtype == np.float32
