@@ -28,7 +28,7 @@ def float_input(t: Any, name: str, fn: str) -> Tuple[Any, np.ndarray]:
     Raises:
         TypeError: if the dtype is not floating.
     """
-    a = t.data if isinstance(t, Tensor) else np.asarray(t)
+    a = (t if isinstance(t, Tensor) else Tensor(t)).data     # a list of floats: float32
     if not np.issubdtype(a.dtype, np.floating):
         raise TypeError(f"{fn}: {name} must have a floating dtype, got {a.dtype}")
     return (t if isinstance(t, Tensor) else a), a

@@ -558,16 +558,27 @@ class GetItem(Function):
         return da
 
 
+_CATEGORY = {"b": 0, "i": 1, "u": 1, "f": 2}     # bool < integer < floating (PyTorch's categories)
+
+
+def same_dtype(arrays):
+    """``arrays`` cast to ``torch.cat``'s result dtype: the widest dtype of the highest category
+    among them (float32 with int64 is float32, where NumPy would give float64)."""
+    top = max(_CATEGORY[a.dtype.kind] for a in arrays)
+    dtype = np.result_type(*(a.dtype for a in arrays if _CATEGORY[a.dtype.kind] == top))
+    return [a.astype(dtype, copy=False) for a in arrays]
+
+
 class Concatenate(Function):
     """c = np.concatenate(arrays, axis).   da_i = the slice of dc that came from a_i."""
 
     @staticmethod
     def forward(ctx, *arrays, axis=0):
         arrays = [np.asarray(a) for a in arrays]
-        out = np.concatenate(arrays, axis=axis)
+        ctx.dtypes = [a.dtype for a in arrays]
+        out = np.concatenate(same_dtype(arrays), axis=axis)
         ctx.axis = axis % out.ndim
         ctx.sizes = [a.shape[ctx.axis] for a in arrays]
-        ctx.dtypes = [a.dtype for a in arrays]
         return out
 
     @staticmethod
@@ -583,9 +594,9 @@ class Stack(Function):
     @staticmethod
     def forward(ctx, *arrays, axis=0):
         arrays = [np.asarray(a) for a in arrays]
-        out = np.stack(arrays, axis=axis)
-        ctx.axis = axis % out.ndim
         ctx.dtypes = [a.dtype for a in arrays]
+        out = np.stack(same_dtype(arrays), axis=axis)
+        ctx.axis = axis % out.ndim
         return out
 
     @staticmethod
@@ -617,7 +628,6 @@ class Where(Function):
 
 
 # ----------------------------------------------------------------------------- functions
-_CATEGORY = {"b": 0, "i": 1, "u": 1, "f": 2}     # bool < integer < floating (PyTorch's categories)
 
 
 def promote(a, b):
@@ -674,11 +684,15 @@ def masked_fill(x: Tensor, mask, value: float) -> Tensor:
 
 
 def concatenate(tensors, axis: int = 0) -> Tensor:
-    """Join Tensors along an existing axis, as ``np.concatenate``.
+    """Join Tensors along an existing axis, as ``np.concatenate``, in ``torch.cat``'s result
+    dtype (``same_dtype``); each input's gradient comes back in its own dtype.
 
     Raises:
+        TypeError: if ``tensors`` is one Tensor rather than a sequence of them.
         ValueError: if ``tensors`` is empty or shapes do not match off ``axis``.
     """
+    if isinstance(tensors, Tensor):
+        raise TypeError("concatenate: expected a sequence of Tensors, got one Tensor")
     tensors = list(tensors)
     if not tensors:
         raise ValueError("concatenate: need at least one Tensor")
@@ -691,11 +705,15 @@ def cat(tensors, dim: int = 0) -> Tensor:
 
 
 def stack(tensors, axis: int = 0) -> Tensor:
-    """Join same-shape Tensors along a new axis, as ``np.stack``.
+    """Join same-shape Tensors along a new axis, as ``np.stack``, in ``torch.stack``'s result
+    dtype (``same_dtype``).
 
     Raises:
+        TypeError: if ``tensors`` is one Tensor rather than a sequence of them.
         ValueError: if ``tensors`` is empty or shapes differ.
     """
+    if isinstance(tensors, Tensor):
+        raise TypeError("stack: expected a sequence of Tensors, got one Tensor")
     tensors = list(tensors)
     if not tensors:
         raise ValueError("stack: need at least one Tensor")

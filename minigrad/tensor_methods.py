@@ -14,6 +14,7 @@ They are written in the class ``TensorMethods`` and copied onto ``Tensor`` by
 from __future__ import annotations
 
 import collections
+import math
 import numbers
 from typing import Any
 
@@ -348,16 +349,18 @@ class TensorMethods:
         """Variance over ``axis``/``dim`` (``torch.var``): ``sum((x - mean)^2) / (N - correction)``
         with N the number of reduced entries. ``correction=1`` (PyTorch's default, Bessel's
         correction) is the unbiased sample variance; ``correction=0`` is NumPy's default
-        (``np.var``'s ``ddof=0``). N <= correction gives inf or NaN, as in PyTorch.
+        (``np.var``'s ``ddof=0``). N <= correction divides by 0: inf, or NaN where the sum is 0
+        (an empty axis), as in PyTorch.
 
         Built from the engine's ops (mean, subtract, multiply, sum), so its gradient is theirs:
         ``2 (x - mean) / (N - correction)`` times the upstream gradient.
         """
         axis, keepdims = axis_keep("var", axis, keepdims, dim, keepdim)
+        correction = 1 if correction is None else correction      # torch: None means 1
         m = self.mean(axis=axis, keepdims=True)
         d = self - m
-        n = self.size // max(m.size, 1)                  # entries per reduced group
-        return (d * d).sum(axis=axis, keepdims=keepdims) / (n - correction)
+        n = math.prod(a for a, b in zip(self.shape, m.shape) if a != b)   # entries per group
+        return (d * d).sum(axis=axis, keepdims=keepdims) / max(n - correction, 0)
 
     def std(self, axis=None, keepdims: bool = False, *, dim=None, keepdim=None,
             correction=1) -> "Tensor":

@@ -135,6 +135,7 @@ def test_relu():
     y.backward(np.array([5.0, 6.0, 7.0]))
     assert y.data.tolist() == [0.0, 0.0, 3.0] and x.grad.tolist() == [0.0, 0.0, 7.0]
     assert F.relu(np.array([-1.0, 2.0])).data.tolist() == [0.0, 2.0]
+    assert F.relu([-1.0, 2.0]).dtype == np.float32 == F.softmax([1.0, 2.0]).dtype   # as Tensor(list)
 
 
 def test_log_softmax_closed_form_finite_tail_and_gradient():
@@ -159,9 +160,15 @@ def test_var_std_with_correction_against_numpy(kw, ddof):
     assert gradcheck(_upstream(lambda t: t.std(dim=0, **kw), x), [x], **TOL)
 
 
-def test_var_of_one_entry_with_correction_is_nan_as_torch():
+def test_var_divides_by_max_of_zero_and_n_minus_correction_as_torch():
+    # torch.var's documentation: sum((x - mean)^2) / max(0, N - correction); correction=None is 1
+    x = Tensor(np.array([[1.0, 2.0, 4.0]]))
     with np.errstate(divide="ignore", invalid="ignore"):
-        assert np.isnan(Tensor(np.array([3.0])).var().item())
+        assert np.isnan(Tensor(np.array([3.0])).var().item())            # 0 / 0
+        assert x.var(correction=5).item() == np.inf == x.std(dim=1, correction=3).item()
+        with pytest.warns(RuntimeWarning, match="empty"):                 # as torch warns
+            assert np.isnan(Tensor(np.zeros((3, 0))).var(dim=1).data).all()   # 0 / 0
+    assert x.var(correction=None).item() == x.var().item() == np.var(x.data, ddof=1)
 
 
 def test_cat_is_concatenate_with_dim():
@@ -169,6 +176,17 @@ def test_cat_is_concatenate_with_dim():
     c = mg.cat([a, b], dim=1)
     np.testing.assert_array_equal(c.data, np.concatenate([a.data, b.data], axis=1))
     assert gradcheck(_upstream(lambda a, b: mg.cat((a, b), dim=-1), a, b), [a, b], **TOL)
+
+
+def test_cat_and_stack_take_torch_result_dtype_and_refuse_one_tensor():
+    f, i = Tensor(np.ones(2, np.float32), requires_grad=True), Tensor(np.arange(2))
+    assert mg.cat([f, i]).dtype == np.float32 == mg.stack([i, f]).dtype   # NumPy: float64
+    assert mg.cat([i, Tensor(np.ones(1, np.float64))]).dtype == np.float64
+    mg.cat([f, i]).backward(np.arange(4.0, dtype=np.float32))
+    assert f.grad.tolist() == [0.0, 1.0] and f.grad.dtype == np.float32
+    for join in (mg.cat, mg.stack):
+        with pytest.raises(TypeError, match="sequence"):
+            join(f)                               # torch.cat(t) is a TypeError too
 
 
 def test_clone_copies_and_passes_the_gradient():
