@@ -106,6 +106,13 @@ class Module:
         """Number of scalar parameters, each shared array counted once."""
         return sum(p.size for p in self.parameters())
 
+    def requires_grad_(self, requires_grad: bool = True) -> "Module":
+        """Set ``requires_grad`` on every parameter (``torch.nn.Module.requires_grad_``):
+        ``layer.requires_grad_(False)`` freezes a layer. Returns the module."""
+        for p in self.parameters():
+            p.requires_grad = requires_grad
+        return self
+
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Clear every parameter's ``.grad`` (to None by default, as PyTorch 2 does)."""
         for p in self.parameters():

@@ -704,9 +704,9 @@ def cat(tensors, dim: int = 0) -> Tensor:
     return concatenate(tensors, axis=dim)
 
 
-def stack(tensors, axis: int = 0) -> Tensor:
+def stack(tensors, axis: int = 0, *, dim=None) -> Tensor:
     """Join same-shape Tensors along a new axis, as ``np.stack``, in ``torch.stack``'s result
-    dtype (``same_dtype``).
+    dtype (``same_dtype``); ``dim=`` is PyTorch's name for ``axis``.
 
     Raises:
         TypeError: if ``tensors`` is one Tensor rather than a sequence of them.
@@ -717,7 +717,7 @@ def stack(tensors, axis: int = 0) -> Tensor:
     tensors = list(tensors)
     if not tensors:
         raise ValueError("stack: need at least one Tensor")
-    return Stack.apply(*tensors, axis=axis)
+    return Stack.apply(*tensors, axis=axis if dim is None else dim)
 
 
 def split(x: Tensor, indices_or_sections, axis: int = 0) -> list:

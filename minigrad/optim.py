@@ -44,8 +44,10 @@ def _check_number(name: str, value: Any) -> float:
 
 # torch.optim.AdamW's options that minigrad does not implement, with the values that leave the
 # update unchanged (torch's defaults; foreach/fused=False choose the single-tensor path we run).
+# ``decoupled_weight_decay`` is a key of torch's AdamW groups (AdamW is Adam with it True).
 _ADAMW_OFF = {"amsgrad": (False,), "maximize": (False,), "foreach": (None, False),
-              "capturable": (False,), "differentiable": (False,), "fused": (None, False)}
+              "capturable": (False,), "differentiable": (False,), "fused": (None, False),
+              "decoupled_weight_decay": (True,)}
 
 
 class Optimizer:
@@ -248,7 +250,10 @@ class AdamW(Optimizer):
         weight_decay (float): decoupled weight decay coefficient, >= 0. Default 0.01.
         amsgrad, maximize, foreach, capturable, differentiable, fused: ``torch.optim.AdamW``'s
             options, accepted only at the values that leave the update unchanged (False; None
-            or False for foreach and fused), in the constructor and in a parameter group.
+            or False for foreach and fused), in the constructor and in a parameter group. The
+            groups also carry torch's ``decoupled_weight_decay`` key, True only. Every group is
+            checked again at each ``step``, so an option set in ``param_groups`` after
+            construction is refused there, never ignored.
 
     Raises:
         ValueError: on a negative lr, eps or weight_decay, or a beta outside [0, 1) (PyTorch's
@@ -269,13 +274,13 @@ class AdamW(Optimizer):
                  fused=None) -> None:
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
                         maximize=maximize, foreach=foreach, capturable=capturable,
-                        differentiable=differentiable, fused=fused)
+                        differentiable=differentiable, fused=fused, decoupled_weight_decay=True)
         self._validate_group(defaults)
         super().__init__(params, defaults)
 
     def _validate_group(self, group: Dict[str, Any]) -> None:
         for k, off in _ADAMW_OFF.items():
-            if not any(group[k] is v for v in off):
+            if not any(group[k] is v or (v is not None and group[k] == v) for v in off):
                 raise NotImplementedError(f"AdamW: {k}={group[k]!r} is not implemented "
                                           f"(accepted: {' or '.join(map(repr, off))})")
         lr = _check_number("learning rate", group["lr"])
@@ -317,6 +322,7 @@ class AdamW(Optimizer):
             with enable_grad():
                 loss = closure()
         for group in self.param_groups:
+            self._validate_group(group)     # a group may be edited between steps, as in torch
             lr = float(group["lr"])
             beta1, beta2 = group["betas"]
             eps = float(group["eps"])

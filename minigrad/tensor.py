@@ -71,11 +71,12 @@ class Tensor:
         self.requires_grad = requires_grad
         self._before = None     # {node: Tensor}: this Tensor before each in-place op recorded on it
 
-    def backward(self, grad: Any = None, retain_graph: bool = False) -> None:
-        """Accumulate d(self)/d(leaf) . grad into ``leaf.grad`` for every leaf that requires grad.
+    def backward(self, gradient: Any = None, retain_graph: bool = False) -> None:
+        """Accumulate d(self)/d(leaf) . gradient into ``leaf.grad`` for every leaf that requires
+        grad (``torch.Tensor.backward``).
 
         Args:
-            grad: the upstream gradient, same shape as ``self`` (array or Tensor); cast to
+            gradient: the upstream gradient, same shape as ``self`` (array or Tensor); cast to
                 ``self.dtype``. May be omitted only when ``self`` has one element.
             retain_graph (bool): keep the saved arrays so that backward can run again.
 
@@ -86,13 +87,14 @@ class Tensor:
                 returns a gradient of the wrong count, shape or dtype.
             ValueError: if ``grad`` has the wrong shape.
         """
+        grad = gradient
         if not self._requires_grad:
             raise RuntimeError("backward: this Tensor does not require grad and has no grad_fn")
         if grad is None:
             if self._data.size != 1:
                 raise RuntimeError(
                     f"backward: grad can be implicitly created only for a Tensor with one element; "
-                    f"this one has shape {self.shape}, so pass grad= of that shape"
+                    f"this one has shape {self.shape}, so pass gradient= of that shape"
                 )
             grad = np.ones_like(self._data)
         else:

@@ -62,7 +62,7 @@ def axis_keep(fn, axis, keepdims, dim, keepdim):
     if dim is not None:
         if axis is not None:
             raise TypeError(f"{fn}: got both axis= and dim= (the same argument); use one")
-        axis = dim
+        axis = None if isinstance(dim, (tuple, list)) and not dim else dim   # torch: dim=() is all
     if keepdim is not None:
         keepdims = keepdim
     if isinstance(axis, list):
@@ -364,8 +364,11 @@ class TensorMethods:
 
     def std(self, axis=None, keepdims: bool = False, *, dim=None, keepdim=None,
             correction=1) -> "Tensor":
-        """Standard deviation, ``sqrt(var(...))`` with the same arguments (``torch.std``)."""
-        return self.var(axis, keepdims, dim=dim, keepdim=keepdim, correction=correction).sqrt()
+        """Standard deviation, ``sqrt(var(...))`` with the same arguments (``torch.std``).
+        Where the std is 0 its gradient is 0, as torch's ``std_backward`` (not sqrt's 1/0)."""
+        v = self.var(axis, keepdims, dim=dim, keepdim=keepdim, correction=correction)
+        zero = v.data == 0
+        return ops.where(zero, 0.0, ops.where(zero, 1.0, v).sqrt())
 
     def max(self, axis=None, keepdims: bool = False, *, dim=None, keepdim=None):
         """Maximum, in NumPy's or PyTorch's call form.
@@ -533,8 +536,7 @@ class TensorMethods:
         axes, as ``torch.transpose`` (the one NumPy call form this changes is
         ``transpose(0, 1)`` on a 2-D Tensor, an identity in NumPy, a swap here and in PyTorch).
         """
-        if len(axes) == 2 and all(isinstance(a, (int, np.integer)) for a in axes) \
-                and self.ndim >= 1:
+        if len(axes) == 2 and all(isinstance(a, (int, np.integer)) for a in axes):
             return self.swapaxes(int(axes[0]), int(axes[1]))
         if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = tuple(axes[0])
@@ -552,11 +554,11 @@ class TensorMethods:
             IndexError: an axis out of range.
         """
         for a in (axis1, axis2):
-            if not -self.ndim <= a < max(self.ndim, 1):
+            if not -max(self.ndim, 1) <= a < max(self.ndim, 1):
                 raise IndexError(f"swapaxes: axis {a} out of range for a {self.ndim}-D Tensor")
-        perm = list(range(self.ndim))
-        a1, a2 = perm[axis1], perm[axis2]
-        perm[a1], perm[a2] = a2, a1
+        perm = list(range(self.ndim))       # a 0-d Tensor: dims 0 and -1, the identity (torch)
+        if perm:
+            perm[axis1], perm[axis2] = perm[axis2], perm[axis1]
         return ops.Transpose.apply(self, axes=tuple(perm))
 
     def broadcast_to(self, shape) -> "Tensor":

@@ -228,3 +228,51 @@ def test_against_torch_where_installed():
                                tF.log_softmax(tx, dim=1).numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(Tensor(x).var(dim=1).data, tx.var(dim=1).numpy(), rtol=1e-10)
     assert str(torch.tensor([1.0]).dtype) == "torch.float32" and Tensor([1.0]).dtype == np.float32
+
+
+def test_std_of_a_constant_has_gradient_0_as_torch():
+    # torch's std_backward: grad / (2 std) masked to 0 where std is 0 (sqrt alone gives 0 * inf)
+    for x in (np.full(3, 2.0), np.float64(5.0), np.full((2, 4), -1.5)):
+        t = Tensor(x, requires_grad=True)
+        s = t.std(correction=0)
+        s.backward(np.float64(0.7))
+        assert s.item() == 0.0 and np.array_equal(t.grad, np.zeros_like(x))
+    t = Tensor(np.array([[1.0, 1.0], [1.0, 3.0]]), requires_grad=True)   # one row 0, one not
+    t.std(dim=1).backward(np.array([1.0, 1.0]))
+    # row 2: d std / dx = (x - mean) / ((N - 1) std) = (-1, 1) / (1 * sqrt(2))
+    np.testing.assert_allclose(t.grad, [[0, 0], [-2 ** -0.5, 2 ** -0.5]], rtol=1e-15)
+
+
+@pytest.mark.parametrize("dim", [(), []])
+def test_an_empty_dim_reduces_every_axis_as_torch(dim):
+    x = Tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    s = x.sum(dim=dim)
+    assert s.shape == () and s.item() == 15.0
+    assert x.mean(dim=dim).item() == 2.5
+    assert x.var(dim=dim).item() == pytest.approx(3.5)      # sum((k - 2.5)^2) / 5
+    assert x.sum(axis=()).shape == (2, 3)                   # NumPy's axis=() reduces nothing
+
+
+def test_stack_takes_dim():
+    a, b = Tensor(np.arange(3.0)), Tensor(np.arange(3.0, 6.0))
+    np.testing.assert_array_equal(mg.stack([a, b], dim=1).data, np.stack([a.data, b.data], 1))
+
+
+def test_requires_grad_freezes_a_module_and_backward_takes_gradient():
+    layer = Linear(3, 2, rng=np.random.default_rng(0), dtype=np.float64)
+    assert layer.requires_grad_(False) is layer
+    assert not any(p.requires_grad for p in layer.parameters())
+    x = mg.tensor(np.ones((4, 3)), requires_grad=True)
+    g = np.random.default_rng(1).standard_normal((4, 2))
+    layer(x).backward(gradient=g)                     # torch's keyword
+    np.testing.assert_allclose(x.grad, g @ layer.weight.data, rtol=1e-15)
+    assert layer.weight.grad is None
+
+
+def test_transpose_of_a_0d_tensor_over_dim_0_and_minus_1_is_the_identity():
+    t = mg.tensor(np.float64(3.0), requires_grad=True)      # torch.transpose(t, 0, -1) is t
+    y = t.transpose(0, -1)
+    y.backward(np.float64(0.5))
+    assert y.shape == () and y.item() == 3.0 and t.grad == 0.5
+    with pytest.raises(IndexError):
+        t.transpose(0, 1)

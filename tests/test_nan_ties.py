@@ -138,4 +138,7 @@ def test_parity_with_torch(op, point):
     ty = theirs(tx, torch)
     ty.backward(torch.tensor(dout))
     np.testing.assert_allclose(v, ty.detach().numpy(), rtol=1e-12, atol=1e-300, equal_nan=True)
-    np.testing.assert_allclose(g, tx.grad.numpy(), rtol=1e-12, atol=1e-300, equal_nan=True)
+    expected = tx.grad.numpy()
+    if op == "gelu(tanh)" and point == "inf":   # torch: 0 * inf = NaN; ours: the limits 1 and 0
+        expected = np.where(np.isposinf(x), dout, np.where(np.isneginf(x), 0.0, expected))
+    np.testing.assert_allclose(g, expected, rtol=1e-12, atol=1e-300, equal_nan=True)

@@ -237,6 +237,20 @@ def test_adamw_refuses_options_it_does_not_implement(option, value):
     with pytest.raises(NotImplementedError, match=f"{option}="):
         opt.load_state_dict(sd)
     assert opt.param_groups[0]["lr"] == 0.5 and opt.param_groups[0][option] is not value
+    p.grad = np.ones(2)                         # torch reads the groups at every step
+    opt.param_groups[0][option] = value
+    with pytest.raises(NotImplementedError, match=f"{option}="):
+        opt.step()
+    np.testing.assert_array_equal(p.data, np.ones(2))
+
+
+def test_adamw_groups_carry_torchs_decoupled_weight_decay_and_falsy_defaults():
+    # torch >= 2.6: AdamW is Adam(decoupled_weight_decay=True); its groups hold the key
+    p = Parameter(np.ones(2))
+    assert AdamW([p]).param_groups[0]["decoupled_weight_decay"] is True
+    with pytest.raises(NotImplementedError, match="decoupled_weight_decay=False"):
+        AdamW([{"params": [p], "decoupled_weight_decay": False}])
+    AdamW([p], maximize=0, amsgrad=np.False_, foreach=0)      # == False: the same update
 
 
 def test_adamw_accepts_torch_defaults_and_refuses_unknown_group_keys():
