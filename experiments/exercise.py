@@ -40,7 +40,7 @@ from experiments._exercises import EXERCISES, as_tuple, make_cases
 PROG = "python -m experiments.exercise"
 DEFAULT_DIR = Path("exercises")
 SEED = 0          # every check draws the same inputs: a learner compares runs
-CD_STEP = 1e-6    # central differences: error ~ step^2 (truncation) + 1e-16 / step (round-off)
+CD_STEP = 1e-6    # central differences, relative to the input's largest entry
 
 
 class LearnerError(Exception):
@@ -52,17 +52,17 @@ class LearnerError(Exception):
         self.text, self.line = text, line
 
 
-def learner_error(e, path, when):
-    """A ``LearnerError`` for exception ``e`` raised by the file ``path`` ``when`` ("importing
-    it", "on x (2, 3, 6)")."""
+def learner_error(e, path, subject, context=""):
+    """A ``LearnerError`` for exception ``e`` raised by the code of the file ``path``: its line
+    reads "<subject> raised <type> at <file>:<line><context>: <message>"."""
     mine = str(Path(path).resolve())
     frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == mine]
     text = "".join(["Traceback (most recent call last):\n"] + traceback.format_list(frames)
                    if frames else []) + "".join(traceback.format_exception_only(type(e), e))
     where = f" at {path}:{frames[-1].lineno}" if frames else ""
     message = " ".join(str(e).split())
-    return LearnerError(text, f"{type(e).__name__}{where} {when}" + (f": {message}" if message
-                                                                     else ""))
+    return LearnerError(text, f"{subject} raised {type(e).__name__}{where}{context}"
+                              + (f": {message}" if message else ""))
 
 
 def load_backward(ex, path):
@@ -80,7 +80,7 @@ def load_backward(ex, path):
     try:
         spec.loader.exec_module(module)
     except Exception as e:
-        raise learner_error(e, path, "importing it") from None
+        raise learner_error(e, path, f"importing {path}") from None
     fn = getattr(module, ex.function, None)
     if not callable(fn):
         raise cli.UsageError(f"{path} defines no function {ex.function}")
@@ -104,6 +104,8 @@ class Verdict:
 def _describe(obj):
     if isinstance(obj, (tuple, list)):
         return f"a {type(obj).__name__} of {len(obj)}"
+    if isinstance(obj, np.ndarray):
+        return f"one array, of shape {obj.shape}"
     return "None" if obj is None else f"a {type(obj).__name__}"
 
 
@@ -130,16 +132,17 @@ def numerical(ex, case, i):
     args = [np.array(a) for a in case.args]              # copies, contiguous
     x, grad = args[i], np.empty(args[i].size)
     flat = x.reshape(-1)                                  # a view: writes reach x
+    h = CD_STEP * (np.abs(x).max(initial=0.0) or 1.0)    # a step in proportion to x
 
     def f():
         return float(np.sum(case.dout * ex.forward(*args, **case.kwargs)[0]))
 
     for k in range(x.size):
         old = flat[k]
-        flat[k] = old + CD_STEP
+        flat[k] = old + h
         plus = f()
-        flat[k] = old - CD_STEP
-        grad[k] = (plus - f()) / (2 * CD_STEP)
+        flat[k] = old - h
+        grad[k] = (plus - f()) / (2 * h)
         flat[k] = old
     return grad.reshape(x.shape)
 
@@ -159,7 +162,7 @@ def _call(ex, fn, path, cases):
                 f"again"]), modified
         except Exception as e:
             return None, Verdict("raised", error=learner_error(
-                e, path, f"in {ex.function} on {case.label}")), modified
+                e, path, f"your {ex.function}", f" on {case.label}")), modified
         bad = _structure(ex, got)
         if bad:
             return None, Verdict("wrong", [bad]), modified
@@ -202,7 +205,8 @@ def check(ex, fn, path):
                   if shapes and y.dtype != kind]
         if dtypes:
             trainable = False
-            said = (["wrong: the values are right, the dtype is not"] if ok else said) + dtypes
+            said = (["wrong: the values are right, the dtype is not"] + dtypes if ok else
+                    said[:1] + dtypes + said[1:])
             ok = False
         trainable = trainable and shapes
         if ok:
@@ -226,7 +230,7 @@ def check(ex, fn, path):
         lines.append(f"{wrong} of {n} gradients wrong" if n > 1 and not modified else "Wrong")
         lines[-1] += f". The derivation, when you want it: {ex.link}"
         return Verdict("wrong", lines, trainable)
-    lines.append(("All {n} gradients right" if n > 1 else "Right").format(n=n)
+    lines.append({1: "Right", 2: "Both gradients right"}.get(n, f"All {n} gradients right")
                  + f". Train the GPT with it: python -m experiments.four_variants --tiny "
                  f"--backward {Path(path).parent}")
     return Verdict("right", lines, trainable)
@@ -345,7 +349,7 @@ def run_check(ex, path):
         verdict = Verdict("raised", error=e)
     if verdict.error:
         sys.stderr.write(verdict.error.text)
-        cli.progress(f"{PROG}: your {ex.function} raised {verdict.error.line}")
+        cli.progress(f"{PROG}: {verdict.error.line}")
     for line in verdict.lines:
         print(line)
     return cli.EXIT_OK if verdict.status == "right" else EXIT_WRONG
