@@ -303,10 +303,14 @@ def _source_of(module, name):
     return line.group(0) + "\n"
 
 
-def template(ex, check_command, train_command):
-    """The text of the learner's file for exercise ``ex``; the commands it names are
-    ``check_command`` (to check it) and ``train_command`` (to train with it)."""
+def template(ex, check_command, folder):
+    """The text of the learner's file for exercise ``ex`` in ``folder``; ``check_command``
+    checks it."""
     first = next(iter(inspect.signature(ex.backward).parameters))
+    train = (f"train a GPT with your backward:\n\n    python -m experiments.{ex.study} --tiny "
+             f"--backward {folder}\n" if ex.study else "it is yours: no GPT calls it (SwiGLU's "
+             "and attention's backward\npasses take silu' and the softmax's gradient "
+             "themselves).\n")
     doc = f'''"""Exercise: the backward pass of {ex.title}.
 
 Write `{ex.function}` at the end of this file. Above it is the layer's forward,
@@ -317,11 +321,8 @@ Write `{ex.function}` at the end of this file. Above it is the layer's forward,
 checks your backward in float64 on random inputs, random weights and a random upstream
 gradient at several shapes, against central differences and against the layer's own backward,
 and tells you which gradient is wrong and, where it can, which term of the derivation. When
-every gradient is right, train the GPT with your backward:
-
-    {train_command}
-
-The check and the training run call the layer's own forward (this copy is for reading) and
+every gradient is right, {train}
+The check and a training run call the layer's own forward (this copy is for reading) and
 hand your backward its cache. The derivation, when you are done or stuck:
 {ex.link}.
 """'''

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -52,6 +52,8 @@ class Exercise:
         helpers: names of the layer module (functions or constants) the forward reads, copied
             into the learner's file beside it.
         imports: the learner's file's imports.
+        study: the study whose models call this backward ("four_variants"), or None where no
+            GPT does (SwiGLU and attention differentiate their SiLU and softmax themselves).
     """
     name: str
     title: str
@@ -64,6 +66,7 @@ class Exercise:
     mistakes: Callable = lambda case: {}
     helpers: Tuple[str, ...] = ()
     imports: str = "import numpy as np"
+    study: Optional[str] = "four_variants"
 
     @property
     def grads(self):
@@ -475,15 +478,18 @@ EXERCISES = {ex.name: ex for ex in (
              _gelu_mistakes, helpers=("GELU_K", "GELU_C"), imports="import math\n\nimport "
              "numpy as np"),
     Exercise("relu2", "ReLU²", "ReLU²: dx of max(x, 0)^2", "relu", ("x",), ("x",), _relu2_cases,
-             _relu2_terms, _relu2_mistakes),
+             _relu2_terms, _relu2_mistakes, study="activations"),
     Exercise("silu", "SiLU", "SiLU: dx of x sigmoid(x), in the saved sigmoid", "silu",
-             ("x",), ("x",), _elementwise_cases, _silu_terms, helpers=("sigmoid_stable",)),
+             ("x",), ("x",), _elementwise_cases, _silu_terms, helpers=("sigmoid_stable",),
+             study=None),
     Exercise("swiglu", "SwiGLU", "SwiGLU: dx, dw_gate, dw_up, dw_down of a gated MLP", "swiglu", ("x", "w_gate", "w_up", "w_down"),
              ("x", "w_gate", "w_up", "w_down"), _swiglu_cases, _swiglu_terms, _swiglu_mistakes,
              helpers=("sigmoid_stable",)),
     Exercise("rope", "RoPE", "RoPE: dx of a rotation of pairs; its transpose", "rope",
-             ("x", "cos", "sin"), ("x",), _rope_cases, _rope_terms, helpers=("rotate_half",)),
-    Exercise("softmax", "Softmax", "softmax: dx; the Jacobian diag(y) - y y^T, never formed", "softmax", ("x",), ("x",), _softmax_cases, _softmax_terms),
+             ("x", "cos", "sin"), ("x",), _rope_cases, _rope_terms, helpers=("rotate_half",),
+             study="positions"),
+    Exercise("softmax", "Softmax", "softmax: dx; the Jacobian diag(y) - y y^T, never formed",
+             "softmax", ("x",), ("x",), _softmax_cases, _softmax_terms, study=None),
     Exercise("cross_entropy", "Cross-entropy", "cross-entropy: dlogits of the mean; softmax minus "
              "one-hot", "cross-entropy", ("logits", "targets"), ("logits",),
              _cross_entropy_cases, _cross_entropy_terms, _cross_entropy_mistakes),

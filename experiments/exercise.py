@@ -231,8 +231,7 @@ def check(ex, fn, path):
         lines[-1] += f". The derivation, when you want it: {ex.link}"
         return Verdict("wrong", lines, trainable)
     lines.append({1: "Right", 2: "Both gradients right"}.get(n, f"All {n} gradients right")
-                 + f". Train the GPT with it: python -m experiments.four_variants --tiny "
-                 f"--backward {Path(path).parent}")
+                 + ". " + train_hint(ex, Path(path).parent))
     return Verdict("right", lines, trainable)
 
 
@@ -311,6 +310,14 @@ def install(swaps):
 
 # ----------------------------------------------------------------------------- the command
 
+def train_hint(ex, folder):
+    """How to train a GPT with the learner's backward of ``ex`` from ``folder``."""
+    if ex.study is None:
+        return ("No GPT calls it: SwiGLU's and attention's backward passes take silu' and the "
+                "softmax's gradient themselves.")
+    return f"Train the GPT with it: python -m experiments.{ex.study} --tiny --backward {folder}"
+
+
 def _check_command(ex, path):
     default = Path(path) == DEFAULT_DIR / f"{ex.name}.py"
     return f"{PROG} check {ex.name}" + ("" if default else f" --file {path}")
@@ -334,9 +341,7 @@ def start(ex, folder):
     if os.path.lexists(path):
         raise cli.UsageError(f"{path} exists: check it with {_check_command(ex, path)}, or move "
                              f"it away to start again")
-    text = _exercise_templates.template(
-        ex, _check_command(ex, path), f"python -m experiments.four_variants --tiny --backward "
-        f"{folder}")
+    text = _exercise_templates.template(ex, _check_command(ex, path), folder)
     cli.write_outputs(folder, {path.name: text})
     print(f"Wrote {path}: write {ex.function} in it, then\n    {_check_command(ex, path)}")
     return cli.EXIT_OK
