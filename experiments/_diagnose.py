@@ -160,7 +160,8 @@ def diagnose(name, yours, right, terms, mistakes, labels):
     if not all(np.all(np.isfinite(y)) for y in yours):
         lines.append(f"your {name} has NaN or inf entries")
     else:
-        worst = max(float(errors(y, r).max(initial=0.0)) / s for y, r, s in zip(yours, right, scales))
+        worst = max(float(errors(y, r).max(initial=0.0)) / s
+                    for y, r, s in zip(yours, right, scales))
         if worst < 1e-4:
             lines.append(f"it is right to {worst:.0e} of its largest entry but not to float64's "
                          f"round-off: a float32 array or a rounded constant?")

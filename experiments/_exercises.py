@@ -414,7 +414,8 @@ def _attention_mistakes(c):
               ("applies the 1/sqrt(hs) of the scores twice", scale)]
     return {"dq": [(what, dq * f) for what, f in scales],
             "dk": [(what, dk * f) for what, f in scales]
-            + [("is dS q: dS must be transposed, dk = dS^T q / sqrt(hs)", (diag + norm) @ q * scale)],
+            + [("is dS q: dS must be transposed, dk = dS^T q / sqrt(hs)",
+                (diag + norm) @ q * scale)],
             "dv": [("is P dout: P must be transposed, dv = P^T dout", P @ c.dout)]}
 
 
@@ -482,7 +483,8 @@ EXERCISES = {ex.name: ex for ex in (
     Exercise("silu", "SiLU", "SiLU: dx of x sigmoid(x), in the saved sigmoid", "silu",
              ("x",), ("x",), _elementwise_cases, _silu_terms, helpers=("sigmoid_stable",),
              study=None),
-    Exercise("swiglu", "SwiGLU", "SwiGLU: dx, dw_gate, dw_up, dw_down of a gated MLP", "swiglu", ("x", "w_gate", "w_up", "w_down"),
+    Exercise("swiglu", "SwiGLU", "SwiGLU: dx, dw_gate, dw_up, dw_down of a gated MLP",
+             "swiglu", ("x", "w_gate", "w_up", "w_down"),
              ("x", "w_gate", "w_up", "w_down"), _swiglu_cases, _swiglu_terms, _swiglu_mistakes,
              helpers=("sigmoid_stable",)),
     Exercise("rope", "RoPE", "RoPE: dx of a rotation of pairs; its transpose", "rope",

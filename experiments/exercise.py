@@ -175,6 +175,29 @@ def _call(ex, fn, path, cases):
     return results, None, modified
 
 
+def _dtype_lines(g, ys, y32):
+    """What is wrong with the dtypes of gradient ``g`` (float64 cases ``ys``, float32 ``y32``)."""
+    lines = [f"for float64 inputs your {g} is {y.dtype}: a gradient has its input's dtype"
+             for y in ys[:1] if any(y.dtype != np.float64 for y in ys)]
+    if y32.dtype != np.float32:
+        lines.append(f"for float32 inputs your {g} is {y32.dtype}: a gradient has its input's "
+                     f"dtype (the GPT trains in float32: a float64 constant or array in your "
+                     f"code?)")
+    return lines
+
+
+def _right_line(ex, j, ys, cases, terms):
+    """"right: ..." with the largest error against ours and against central differences."""
+    i = ex.inputs.index(ex.wrt[j])
+    scales = [_diagnose.scale_of(c.right[j], t) for c, t in zip(cases, terms)]
+    ours = max(float(_diagnose.errors(y, c.right[j]).max(initial=0.0)) / s
+               for y, c, s in zip(ys, cases, scales))
+    cd = max(float(np.abs(y - numerical(ex, c, i)).max(initial=0.0)) / s
+             for y, c, s in zip(ys, cases, scales))
+    return (f"right: error {ours:.1g} against ours, {cd:.1g} against central differences (of "
+            f"its largest entry)")
+
+
 def check(ex, fn, path):
     """Check the learner's backward ``fn`` (from the file ``path``) of exercise ``ex``."""
     cases = make_cases(ex, np.random.default_rng(SEED))
@@ -183,8 +206,7 @@ def check(ex, fn, path):
     if verdict:
         return verdict
     yours, yours32 = results[:-1], results[-1]
-    terms = [ex.terms(c) for c in cases]
-    mistakes = [ex.mistakes(c) for c in cases]
+    terms, mistakes = [ex.terms(c) for c in cases], [ex.mistakes(c) for c in cases]
     labels = [c.label for c in cases]
     width = max(len(g) for g in ex.grads) + 2
     lines = [f"{ex.function} of {path}, in float64 on random inputs, weights and upstream "
@@ -196,39 +218,26 @@ def check(ex, fn, path):
                   for t, r in zip(terms, rs)]                                # is (..., 1)
         ok, said = _diagnose.diagnose(g, [y.astype(np.float64) for y in ys], rs, gterms,
                                       [m.get(g, []) for m in mistakes], labels)
-        shapes = all(y.shape == r.shape for y, r in zip(ys + [yours32[j]], rs + [case32.right[j]]))
-        dtypes = [f"for {kind} inputs your {g} is {y.dtype}: a gradient has its input's dtype"
-                  + (" (the GPT trains in float32: a float64 constant or array in your code?)"
-                     if kind == "float32" else "")
-                  for y, kind in [(next((y for y in ys if y.dtype != np.float64), ys[0]),
-                                   "float64"), (yours32[j], "float32")]
-                  if shapes and y.dtype != kind]
+        shapes = all(y.shape == r.shape for y, r in zip(ys, rs)) and \
+            yours32[j].shape == case32.right[j].shape
+        dtypes = _dtype_lines(g, ys, yours32[j]) if shapes else []
         if dtypes:
-            trainable = False
-            said = (["wrong: the values are right, the dtype is not"] + dtypes if ok else
-                    said[:1] + dtypes + said[1:])
-            ok = False
-        trainable = trainable and shapes
-        if ok:
-            i = ex.inputs.index(ex.wrt[j])
-            scales = [_diagnose.scale_of(r, t) for r, t in zip(rs, gterms)]
-            ours = max(float(_diagnose.errors(y, r).max(initial=0.0)) / s
-                       for y, r, s in zip(ys, rs, scales))
-            cd = max(float(np.abs(y - numerical(ex, c, i)).max(initial=0.0)) / s
-                     for y, c, s in zip(ys, cases, scales))
-            said = [f"right: error {ours:.1g} against ours, {cd:.1g} against central "
-                    f"differences (of its largest entry)"]
+            said = (["wrong: the values are right, the dtype is not"] if ok else said[:1]) \
+                + dtypes + ([] if ok else said[1:])
+        elif ok:
+            said = [_right_line(ex, j, ys, cases, gterms)]
+        ok = ok and not dtypes
+        trainable = trainable and shapes and not dtypes
         wrong += not ok
         lines += [f"{g:<{width}}{said[0]}"] + [" " * width + s for s in said[1:]]
     if modified:
-        wrong = wrong or 1
         lines.append(f"your backward modified {' and '.join(sorted(modified))} in place: a "
                      f"backward must leave its arguments as they are (the engine may hand the "
                      f"same arrays to other nodes)")
     n = len(ex.grads)
-    if wrong:
-        lines.append(f"{wrong} of {n} gradients wrong" if n > 1 and not modified else "Wrong")
-        lines[-1] += f". The derivation, when you want it: {ex.link}"
+    if wrong or modified:
+        head = f"{wrong} of {n} gradients wrong" if wrong and n > 1 else "Wrong"
+        lines.append(f"{head}. The derivation, when you want it: {ex.link}")
         return Verdict("wrong", lines, trainable)
     lines.append({1: "Right", 2: "Both gradients right"}.get(n, f"All {n} gradients right")
                  + ". " + train_hint(ex, Path(path).parent))
@@ -239,9 +248,9 @@ def check(ex, fn, path):
 
 @dataclass(frozen=True)
 class Swap:
-    """A learner's backward for the training run: exercise ``name`` from the file ``path``
-    (relative to the working folder, which the workers share); ``status`` is its check's, "right", "wrong" or "not implemented" (then the
-    layer's own is kept)."""
+    """A learner's backward for a training run: exercise ``name`` from the file ``path`` (as
+    given: the workers share the working folder); ``status``, its check's: "right", "wrong" or
+    "not implemented" (then the layer's own is kept)."""
     name: str
     path: str
     status: str
@@ -271,9 +280,9 @@ def backward_swaps(folder):
         except LearnerError as e:
             verdict = Verdict("raised", error=e)
         if verdict.status != "not implemented" and not verdict.trainable:
-            raise cli.UsageError(f"{path}: {ex.function} cannot train: "
-                                 f"{verdict.error.line if verdict.error else 'a wrong shape or dtype'}"
-                                 f" ({PROG} check {ex.name} --file {path})")
+            why = verdict.error.line if verdict.error else "a wrong shape or dtype"
+            raise cli.UsageError(f"{path}: {ex.function} cannot train: {why} ({PROG} check "
+                                 f"{ex.name} --file {path})")
         swaps.append(Swap(ex.name, str(path), verdict.status))
     cli.progress(f"backward passes from {folder}: {trained_with(swaps)}")
     return tuple(swaps)

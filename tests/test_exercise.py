@@ -214,7 +214,8 @@ def test_each_term_dropped_flipped_or_doubled_is_named(name, grad, i, formula, n
 
 
 @pytest.mark.parametrize("name", [n for n, ex in EXERCISES.items()
-                                  if any(len(t) > 1 for t in terms_of(ex, cases_of(n)[0]).values())])
+                                  if any(len(t) > 1 for t in terms_of(ex, cases_of(n)[0]).values())
+                                  ])
 def test_a_gradient_twice_the_right_one_is_said_so(name):
     grad = EXERCISES[name].grads[0]
     per, _ = verdict_lines(name, planted(name, grad, lambda r, t: 2 * r))
@@ -349,7 +350,8 @@ def test_start_never_overwrites(tmp_path, capsys):
     assert main(["start", "rope", "--dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "exists" in err and "check rope --file" in err
-    assert path.read_text() == "mine\n" and sorted(p.name for p in tmp_path.iterdir()) == ["rope.py"]
+    assert path.read_text() == "mine\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rope.py"]
 
 
 def _learner_file(tmp_path, name, body):
@@ -383,7 +385,8 @@ def test_check_a_right_file_then_a_wrong_one(tmp_path, capsys):
     path.write_text(path.read_text().replace("dxhat - dxhat.mean(axis=-1, keepdims=True)", "dxhat"))
     assert main(["check", "layernorm", "--file", str(path)]) == 1
     out = capsys.readouterr().out
-    assert "your dx is the right one without term 2, -mean(dxhat) (the path through the mean)" in out
+    assert ("your dx is the right one without term 2, -mean(dxhat) (the path through the "
+            "mean)") in out
     assert "1 of 3 gradients wrong. The derivation, when you want it: " \
            "docs/derivations.md#layernorm" in out
 
@@ -408,7 +411,8 @@ def test_the_learners_exception_shows_their_traceback_and_one_line(tmp_path, cap
     assert captured.out == ""
     err = captured.err.splitlines()
     assert err[0] == "Traceback (most recent call last):"
-    assert err[1] == f'  File "{path.resolve()}", line {_line_of(path, "einsum")}, in rmsnorm_backward'
+    line = _line_of(path, "einsum")
+    assert err[1] == f'  File "{path.resolve()}", line {line}, in rmsnorm_backward'
     assert "experiments" not in captured.err.replace(exercise.PROG, "")   # their frames only
     assert err[-1].startswith(f"{exercise.PROG}: your rmsnorm_backward raised ValueError at "
                               f"{path}:{_line_of(path, 'einsum')} on x (2, 3, 6): ")
