@@ -141,8 +141,7 @@ def diagnose(name, yours, right, terms, mistakes, labels):
             if n > 0 and y.shape[n:] == r.shape and all(
                     close(v.reshape(-1, *q.shape).sum(axis=0), q, s)
                     for v, q, s in zip(yours, right, scales) if v.shape[n:] == q.shape):
-                line += (", and summed over its leading axes it is right: sum over every row "
-                         "(all the leading axes), not some of them")
+                line += ". Summed over its leading axes yours is right: sum over every row"
             return False, [line]
     if all(close(y, r, s) for y, r, s in zip(yours, right, scales)):
         return True, ["right"]

@@ -30,6 +30,7 @@ import numpy as np
 
 from layers.gelu import GELU_C, GELU_K
 from layers.rope import build_rope_cache, rotate_half
+from layers.silu import dsilu
 
 Terms = Dict[str, List[Tuple[str, str, np.ndarray]]]   # gradient -> [(formula, meaning, array)]
 Mistakes = Dict[str, List[Tuple[str, np.ndarray]]]     # gradient -> [(what it does, gradient)]
@@ -289,7 +290,7 @@ def _swiglu_parts(c):
 
 def _swiglu_terms(c):
     x2, a, s, u, g, w_gate, w_up, d2, dh, shape = _swiglu_parts(c)
-    da = dh * u * s * (1 + a * (1 - s))                 # (N, H)
+    da = dh * u * dsilu(a, s)                           # (N, H) dg * silu'(a)
     du = dh * g                                         # (N, H)
     return {"dx": [("da Wg", "the gate branch", (da @ w_gate).reshape(shape)),
                    ("du Wu", "the up branch", (du @ w_up).reshape(shape))],

@@ -23,6 +23,7 @@ traceback is shown); 2 bad input (an unknown exercise, a missing file or functio
 """
 from __future__ import annotations
 
+import argparse
 import copy
 import importlib.util
 import os
@@ -385,13 +386,13 @@ def run(argv):
     sub.add_parser("list", help="the exercises (the default)")
     s = sub.add_parser("start", help="write an exercise's file: its forward, the backward to "
                        "write, the steps")
-    s.add_argument("name", choices=EXERCISES, metavar="NAME", help="the exercise")
+    s.add_argument("name", choices=EXERCISES, metavar="NAME", help=f"the exercise ({PROG} lists them)")
     s.add_argument("--dir", type=cli.path_arg, default=DEFAULT_DIR, metavar="DIR",
                    help="the folder of the file")
     c = sub.add_parser("check", help="check your backward: each gradient right, or what is "
                        "wrong")
-    c.add_argument("name", choices=EXERCISES, metavar="NAME", help="the exercise")
-    c.add_argument("--file", type=cli.path_arg, metavar="PATH",
+    c.add_argument("name", choices=EXERCISES, metavar="NAME", help=f"the exercise ({PROG} lists them)")
+    c.add_argument("--file", type=cli.path_arg, metavar="PATH", default=argparse.SUPPRESS,
                    help="your file (default: exercises/NAME.py)")
     args = p.parse_args(argv)
     if args.command in (None, "list"):
@@ -399,7 +400,7 @@ def run(argv):
     ex = EXERCISES[args.name]
     if args.command == "start":
         return start(ex, args.dir)
-    return run_check(ex, args.file or DEFAULT_DIR / f"{ex.name}.py")
+    return run_check(ex, getattr(args, "file", DEFAULT_DIR / f"{ex.name}.py"))
 
 
 if __name__ == "__main__":
