@@ -52,16 +52,15 @@ def _index(name, idx):
 
 
 def _worst(name, yours, right, scales, labels):
-    """'largest error E at dx[i, j] of <case> (yours Y, right R)', over cases of one shape."""
+    """'wrong: largest error E at dx[i, j] of <case> (yours Y, right R)', the worst entry
+    relative to its case's scale."""
     best = None
     for y, r, s, label in zip(yours, right, scales, labels):
         e = errors(y, r)
-        rank = np.where(np.isnan(e), np.inf, e)     # a NaN is the worst error
-        i = np.unravel_index(np.argmax(rank), e.shape) if e.size else ()
-        if e.size and (best is None or rank[i] / s > best[0]):
-            best = (rank[i] / s, e[i], i, y, r, label)
-    if best is None:
-        return f"wrong in {labels[0]}"
+        rank = np.where(np.isnan(e), np.inf, e) / s     # a NaN is the worst error
+        i = np.unravel_index(np.argmax(rank), e.shape)
+        if best is None or rank[i] > best[0]:
+            best = (rank[i], e[i], i, y, r, label)
     _, e, i, y, r, label = best
     return (f"wrong: largest error {e:.3g} at {_index(name, i)} of {label} "
             f"(yours {y[i]:.6g}, right {r[i]:.6g})")
