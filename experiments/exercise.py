@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import argparse
 import copy
-import importlib.util
 import os
 import sys
 import traceback
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional
@@ -76,10 +76,11 @@ def load_backward(ex, path):
     path = Path(path)
     if not path.is_file():
         raise cli.UsageError(f"{path}: no such file ({PROG} start {ex.name} writes one)")
-    spec = importlib.util.spec_from_file_location(f"exercise_{ex.name}", path.resolve())
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
+    module = types.ModuleType(f"exercise_{ex.name}")
+    module.__file__ = str(path.resolve())
+    source = path.read_bytes()      # an OSError is bad input: main says so in one line
+    try:   # compiled from the source every time: no bytecode cache, never a stale one
+        exec(compile(source, module.__file__, "exec"), module.__dict__)
     except Exception as e:
         raise learner_error(e, path, f"importing {path}") from None
     fn = getattr(module, ex.function, None)
