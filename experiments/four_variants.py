@@ -40,7 +40,7 @@ from gpt.checkpoint import save_checkpoint
 from gpt.config import MLPS, NORMS, POSITIONS
 from gpt.data import CharTokenizer, check_split_length, load_corpus, train_val_split
 
-from experiments import _plots, _report, cli
+from experiments import _plots, _report, cli, exercise
 
 PROG = "python -m experiments.four_variants"
 TINY_STEPS, FULL_STEPS, MAX_STEPS = 200, 2000, 1_000_000
@@ -119,6 +119,8 @@ def build_parser(study):
     p.add_argument("--no-plots", action="store_true", help="do not draw the PNG figures")
     p.add_argument("--save-checkpoints", action="store_true",
                    help="write each trained model as <variant>[_seed<S>].npz")
+    p.add_argument("--backward", type=cli.path_arg, metavar="DIR", help="train with your own "
+                   "backward passes, the files of python -m experiments.exercise in DIR")
     cli.add_threads_option(p)
     g = p.add_argument_group("model and optimiser")
     for flag, meta, default, what in (
@@ -204,6 +206,7 @@ class Job:
     val_data: np.ndarray
     label: str
     instrument: Optional[Callable] = None
+    backward: Tuple = ()  # the learner's backward passes (experiments.exercise.Swap)
 
 
 def train_one(job):
@@ -211,6 +214,7 @@ def train_one(job):
     params, status ("ok" or "diverged", with the step), final and per-step losses, gradient
     norms, the val curve, seconds, the instrument's result and, with checkpoints, the weights."""
     args = job.args
+    exercise.install(job.backward)
     model = GPT(job.config, seed=job.seed)
     if job.variant.modify:
         job.variant.modify(model)
@@ -310,9 +314,10 @@ def run_study(study, argv):
     args = build_parser(study).parse_args(argv)
     plan = plan_study(study, args)
     out = cli.check_output_dir(args.output_dir, ("results.json", "run_log.txt", "curves.csv"))
+    backward = exercise.backward_swaps(args.backward) if args.backward else ()
     jobs = [Job(v, plan.configs[v.name], s, plan.steps, args, plan.train_data, plan.val_data,
-                f"{v.name}{f' s{s}' if len(plan.seeds) > 1 else ''}".ljust(12), study.instrument)
-            for v in study.variants for s in plan.seeds]
+                f"{v.name}{f' s{s}' if len(plan.seeds) > 1 else ''}".ljust(12), study.instrument,
+                backward) for v in study.variants for s in plan.seeds]
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
@@ -347,6 +352,8 @@ def run_study(study, argv):
 
     for line in _report.stdout_lines(report):
         print(line)
+    if backward:
+        print(f"\nBackward passes: {exercise.trained_with(backward)}")
     print(f"\nOutputs written to {out.resolve()}")
     if plot_note:
         cli.progress(f"{study.name}: {plot_note}")

@@ -1,0 +1,335 @@
+"""The file ``python -m experiments.exercise start NAME`` writes: the layer's forward in full,
+then the backward's signature, what its cache holds, the shapes, and steps that lead through
+the derivation without giving it; its body raises ``NotImplementedError``.
+
+The forward (and the helpers it reads) are copied from the layer's source when the file is
+written, so they are the code the check and the training run call. ``PROMPTS`` holds, per
+exercise, the docstring of the backward to write.
+"""
+from __future__ import annotations
+
+import inspect
+import re
+
+PROMPTS = {
+    "layernorm": '''
+    Gradients (dx, dweight, dbias) of layernorm_forward.
+
+    Args:
+        dout: (..., C), dL/dout (in the check: random numbers, float64).
+        cache: (xhat, weight, rstd), as layernorm_forward returns it:
+            xhat   (..., C)  (x - mean) * rstd, the normalised rows
+            weight (C,)      the gain
+            rstd   (..., 1)  1 / sqrt(var + eps), one per row
+            x itself is not kept: write everything with xhat and rstd.
+
+    Returns:
+        dx (..., C), dweight (C,), dbias (C,), all of dout's dtype.
+
+    Steps:
+        1. out = weight * xhat + bias, with the same weight and bias in every row. Which
+           entries of out does weight[c] reach? Write dweight and dbias as sums over every
+           leading axis (an x of shape (2, 3, 6) has 2 * 3 rows).
+        2. Name dxhat = dL/dxhat. What is it, from out = weight * xhat + bias?
+        3. Take one row. xhat_j = (x_j - mean) * rstd reaches x_i by three paths: the
+           numerator directly, the mean, and rstd (through var). Find d mean / d x_i, then
+           d var / d x_i (sum_j (x_j - mean) = 0 helps), then d rstd / d x_i, written with
+           rstd and xhat_i.
+        4. Write d xhat_j / d x_i as rstd times (...) and contract:
+           dx_i = sum_j dxhat_j * d xhat_j / d x_i. You get one term per path. A mean over a
+           row is np.mean(a, axis=-1, keepdims=True).
+
+    Check yourself: every row of dx sums to 0 (shifting a row does not change out), and with
+    C = 1, dx is exactly 0.
+    ''',
+    "rmsnorm": '''
+    Gradients (dx, dweight) of rmsnorm_forward.
+
+    Args:
+        dout: (..., C), dL/dout.
+        cache: (xhat, weight, rstd), as rmsnorm_forward returns it:
+            xhat   (..., C)  x * rstd
+            weight (C,)      the gain
+            rstd   (..., 1)  1 / sqrt(ms + eps), ms = mean(x^2) of the row
+
+    Returns:
+        dx (..., C) and dweight (C,), of dout's dtype.
+
+    Steps:
+        1. dweight: which entries of out = weight * xhat does weight[c] reach? Sum over every
+           leading axis.
+        2. Name dxhat = dL/dxhat.
+        3. Take one row. xhat_j = x_j * rstd reaches x_i directly and through rstd. Find
+           d ms / d x_i, then d rstd / d x_i, written with rstd and xhat_i.
+        4. Contract: dx_i = sum_j dxhat_j * d xhat_j / d x_i. How many terms are there, now
+           that no mean was subtracted?
+
+    Check yourself: with eps = 0, every row of dx is orthogonal to its row of x
+    (np.sum(dx * x, axis=-1) is 0): moving x along itself only rescales it, which RMSNorm
+    undoes.
+    ''',
+    "gelu": '''
+    Gradient dx of gelu_forward (the tanh form).
+
+    Args:
+        dout: x's shape, dL/dout.
+        cache: (x, t): the input and t = tanh(u), with u = k (x + c x^3),
+            k = GELU_K = sqrt(2/pi), c = GELU_C = 0.044715.
+
+    Returns:
+        dx, of x's shape and dtype.
+
+    Steps:
+        1. out = 0.5 x (1 + t) is a product of 0.5 x and (1 + t): the product rule gives two
+           terms.
+        2. The first: the derivative of 0.5 x, times the other factor.
+        3. The second: 0.5 x times dt/dx, and by the chain rule dt/dx = tanh'(u) du/dx. Write
+           tanh'(u) with the saved t alone (cosh overflows for large |u|), then differentiate
+           u = k (x + c x^3).
+        4. Everything is elementwise: dx = dout * (...).
+
+    Check yourself: the derivative is 0.5 at x = 0, tends to 1 for large x and to 0 for very
+    negative x.
+    ''',
+    "relu2": '''
+    Gradient dx of relu2_forward.
+
+    Args:
+        dout: x's shape, dL/dout.
+        cache: r = max(x, 0), of x's shape (the array itself, not a tuple).
+
+    Returns:
+        dx, of x's shape and dtype.
+
+    Steps:
+        1. Where x < 0, out is 0 whatever x is. Its derivative there?
+        2. Where x > 0, out = x^2. Its derivative?
+        3. Write both with r alone: no mask is needed. (At x = 0 both one-sided derivatives
+           agree, so there is no kink to decide.)
+    ''',
+    "silu": '''
+    Gradient dx of silu_forward, out = x * sigmoid(x).
+
+    Args:
+        dout: x's shape, dL/dout.
+        cache: (x, s): the input and s = sigmoid(x).
+
+    Returns:
+        dx, of x's shape and dtype.
+
+    Steps:
+        1. out = x * s is a product: the product rule gives two terms.
+        2. d s / d x: differentiate 1 / (1 + exp(-x)) and write the result with s alone.
+        3. Put them together, with no exp: the forward saved s for you.
+
+    Check yourself: silu'(0) = 0.5; it tends to 1 for large x and to 0 for very negative x.
+    ''',
+    "swiglu": '''
+    Gradients (dx, dw_gate, dw_up, dw_down) of swiglu_forward.
+
+    Args:
+        dout: (..., O), dL/dout.
+        cache: (x2, a, s, u, g, w_gate, w_up, w_down):
+            x2 (N, C)   x as N rows (N = the product of x's leading axes)
+            a  (N, H)   x2 Wg^T, the gate's pre-activation
+            s  (N, H)   sigmoid(a)
+            u  (N, H)   x2 Wu^T, the up projection
+            g  (N, H)   a * s = silu(a)
+            w_gate (H, C), w_up (H, C), w_down (O, H): PyTorch's (out, in) layout
+            h = g * u is not kept: recompute it where you need it.
+
+    Returns:
+        dx of x's shape (..., C): dout's leading axes, then C; dw_gate (H, C), dw_up (H, C),
+        dw_down (O, H); all of dout's dtype.
+
+    Steps:
+        1. out = h Wd^T. For y = x W^T, which product gives dL/dx and which dL/dW? The shapes
+           leave one choice each. That gives dh and dw_down.
+        2. h = g * u: the product rule gives du and dg.
+        3. g = silu(a): da from dg (the SiLU exercise: silu'(a), written with a and s).
+        4. a = x Wg^T and u = x Wu^T: dw_gate and dw_up as in step 1.
+        5. x feeds both a and u. What happens to its two gradients?
+
+    Check yourself: every gradient has its input's shape.
+    ''',
+    "rope": '''
+    Gradient dx of rope_forward.
+
+    Args:
+        dout: (B, H, T, hs), dL/dout.
+        cache: (cos, sin), each (1, 1, T, hs): cos(theta) and sin(theta) of every position,
+            each angle written for both members of its pair (columns 2i and 2i + 1).
+
+    Returns:
+        dx, of dout's shape and dtype.
+
+    Steps:
+        1. Write out one pair: o0 = c x0 - s x1, o1 = s x0 + c x1. That is a 2x2 matrix R
+           times (x0, x1).
+        2. The map is linear in x. The vector-Jacobian product of a linear map is its
+           transpose applied to dout. Which rotation is R's transpose?
+        3. In the elementwise form out = x * cos + rotate_half(x) * sin, rotate_half is a
+           linear map too. What is its transpose, written with rotate_half? Try it on one
+           pair (a, b).
+        4. cos and sin are constants: they get no gradient.
+
+    Check yourself: np.linalg.norm(dx) equals np.linalg.norm(dout): a rotation keeps lengths.
+    ''',
+    "softmax": '''
+    Gradient dx of softmax_forward.
+
+    Args:
+        dy: y's shape, dL/dy.
+        cache: (y, axis): the output y = softmax(x) and the axis it normalised.
+
+    Returns:
+        dx, of y's shape and dtype.
+
+    Steps:
+        1. One row: y_i = e_i / Z with e_i = exp(x_i - m) and Z = sum_j e_j. y does not depend
+           on the shift m: hold it fixed.
+        2. The quotient rule: d y_i / d x_j, written with y alone (one part only for i = j).
+        3. The vector-Jacobian product dx_j = sum_i dy_i * d y_i / d x_j, without forming the
+           C x C Jacobian: a sum along `axis` with keepdims=True.
+
+    Check yourself: every row of dx sums to 0 (adding a constant to a row changes nothing).
+    ''',
+    "cross_entropy": '''
+    Gradient dlogits of cross_entropy_forward, with reduction "mean" (the default).
+
+    Args:
+        dloss: a 0-d array, dL/dloss (1 when backward starts at the loss; random in the
+            check).
+        cache: (probs, t, valid, eps, reduction, count, shape):
+            probs (N, V)  softmax of the logits, their rows flattened (N = B * T)
+            t     (N,)    the target classes
+            valid (N,)    all True here (no ignore_index)
+            eps           0.0 here (no label smoothing)
+            reduction     "mean" here
+            count         N, the number of rows the mean divides by
+            shape         the logits' shape, (N, V) or (B, T, V)
+            valid and eps are for later (the derivation's Options part).
+
+    Returns:
+        dlogits, of shape `shape` and probs' dtype.
+
+    Steps:
+        1. One row: loss_n = log(sum_v exp(x_v)) - x_t. Differentiate the log-sum-exp with
+           respect to x_v: which vector of the cache is it?
+        2. Differentiate -x_t: which entry of the row does it touch? (No one-hot matrix is
+           needed: a[np.arange(N), t] picks one entry per row.)
+        3. The loss is the mean over rows, times the upstream dloss.
+        4. Reshape to `shape`.
+
+    Check yourself: every row of dlogits sums to 0.
+    ''',
+    "attention": '''
+    Gradients (dq, dk, dv) of attention_forward.
+
+    Args:
+        dout: (B, H, T, hs), dL/dout.
+        cache: (q, k, v, P, scale):
+            q, k, v (B, H, T, hs)  the inputs
+            P (B, H, T, T)         softmax(S) of the scores S = q k^T * scale, row by row;
+                                   0 where the causal mask hid a key
+            scale                  1 / sqrt(hs)
+
+    Returns:
+        dq, dk, dv, each of its input's shape and dtype.
+
+    Steps:
+        1. out = P v is a matrix product. For C = A B, what are dA and dB? Derive them from
+           dL = sum(dC * d(A B)), or let the shapes decide. That gives dP and dv.
+        2. P = softmax(S), row by row: dS from dP (the Softmax exercise, along the last axis).
+           The mask needs nothing more: look at what P is where it hid a key.
+        3. S = q k^T * scale: the matrix rule again gives dq and the gradient of k^T;
+           transpose that for dk. The scale is a constant factor of S.
+        `@` multiplies over the leading (B, H) axes; np.swapaxes(a, -1, -2) transposes the
+        last two.
+
+    Check yourself: with the causal mask, an upstream gradient at position 0 alone gives dk
+    and dv that are 0 past position 0.
+    ''',
+    "linear": '''
+    Gradients (dx, dweight, dbias) of linear_forward.
+
+    Args:
+        dout: (..., O), dL/dout.
+        cache: (x, weight, has_bias):
+            x (..., C), weight (O, C) in PyTorch's (out, in) layout, has_bias: whether a bias
+            was added.
+
+    Returns:
+        dx (..., C), dweight (O, C), dbias (O,), all of dout's dtype (dbias may be None when
+        has_bias is False; the check always has a bias).
+
+    Steps:
+        1. Flatten the rows: X = x.reshape(-1, C), D = dout.reshape(-1, O); out = X W^T + b.
+        2. The matrix rule: for c = a b, derive da and db from dL = sum(dc * d(a b)). Use it
+           with a = X and b = W^T. It gives you the gradient of W^T: what is dweight?
+        3. b is added to every row. Its gradient?
+        4. Give dx x's shape.
+
+    Check yourself: every shape. A square weight hides a transposed dweight from any shape
+    check, but not from this one's values.
+    ''',
+    "embedding": '''
+    Gradient dweight of embedding_forward.
+
+    Args:
+        dout: idx's shape + (C,), dL/dout.
+        cache: (idx, shape, dtype): idx flattened to (N,) integers, and the weight's shape
+            (V, C) and dtype.
+
+    Returns:
+        dweight, of shape (V, C) and that dtype.
+
+    Steps:
+        1. out[n] = weight[idx[n]]. What is d out[n, c] / d weight[v, c']?
+        2. The chain rule sums over every n. Which rows of dweight get something, and what
+           does a row looked up twice get?
+        3. Careful: NumPy's a[idx] = values keeps one value where idx repeats. np.add has a
+           method that adds every one of them.
+    ''',
+}
+
+
+def _source_of(module, name):
+    """The source of ``name`` in ``module``: a function's definition, or a constant's line."""
+    obj = getattr(module, name)
+    if callable(obj):
+        return inspect.getsource(obj)
+    line = re.search(rf"^{name} = .*$", inspect.getsource(module), re.M)
+    return line.group(0) + "\n"
+
+
+def template(ex, check_command, folder):
+    """The text of the learner's file for exercise ``ex`` in ``folder``; ``check_command``
+    checks it."""
+    first = next(iter(inspect.signature(ex.backward).parameters))
+    train = (f"train a GPT with your backward:\n\n    python -m experiments.{ex.study} --tiny "
+             f"--backward {folder}\n" if ex.study else "it is yours: no GPT calls it (SwiGLU's "
+             "and attention's backward\npasses take silu' and the softmax's gradient "
+             "themselves).\n")
+    doc = f'''"""Exercise: the backward pass of {ex.title}.
+
+Write `{ex.function}` at the end of this file. Above it is the layer's forward,
+`{ex.name}_forward` of layers/{ex.name}.py, in full, so that you can see what it caches. Then
+
+    {check_command}
+
+checks your backward in float64 on random inputs, random weights and a random upstream
+gradient at several shapes, against central differences and against the layer's own backward,
+and tells you which gradient is wrong and, where it can, which term of the derivation. When
+every gradient is right, {train}
+The check and a training run call the layer's own forward (this copy is for reading) and
+hand your backward its cache. The derivation, when you are done or stuck:
+{ex.link}.
+"""'''
+    stub = (f'def {ex.function}({first}, cache):\n    """{PROMPTS[ex.name].strip()}\n    """\n'
+            f'    raise NotImplementedError("{ex.function}: not written yet")')
+    constants = "".join(_source_of(ex.module, n) for n in ex.helpers
+                        if not callable(getattr(ex.module, n)))
+    functions = [_source_of(ex.module, n) for n in ex.helpers if callable(getattr(ex.module, n))]
+    blocks = [ex.imports, constants, *functions, inspect.getsource(ex.forward), stub]
+    return doc + "\n" + "\n\n\n".join(b.strip("\n") for b in blocks if b) + "\n"
