@@ -313,11 +313,7 @@ def run_study(study, argv):
     jobs = [Job(v, plan.configs[v.name], s, plan.steps, args, plan.train_data, plan.val_data,
                 f"{v.name}{f' s{s}' if len(plan.seeds) > 1 else ''}".ljust(12), study.instrument)
             for v in study.variants for s in plan.seeds]
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cpus = os.cpu_count() or 1
-    workers = args.jobs or max(1, cpus // args.threads)
+    workers = args.jobs or max(1, cli.available_cpus() // args.threads)
     cli.progress(f"{study.name}: {len(jobs)} runs x {plan.steps} steps, corpus "
                  f"{plan.corpus_label} ({len(plan.text)} characters, vocab {plan.vocab_size}), "
                  f"train/val {len(plan.train_data)}/{len(plan.val_data)} tokens, "

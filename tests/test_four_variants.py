@@ -405,7 +405,7 @@ def test_a_closed_stdout_still_writes_the_outputs(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     proc.stdout.close()  # the reader went away before the first line (like `| head -0`)
     err = proc.stderr.read().decode()
-    assert proc.wait(timeout=300) == 0, err
+    assert proc.wait(timeout=300) == cli.EXIT_BROKEN_PIPE, err
     assert "Traceback" not in err
     assert set(all_files(out)) - PNGS == {"curves.csv", "results.json", "run_log.txt"}
 
