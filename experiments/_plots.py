@@ -183,7 +183,8 @@ def deltas(report):
             d = diffs[m]
             if d["mean"] is None:
                 continue
-            label = m.replace("_loss", "") if m not in ax.get_legend_handles_labels()[1] else None
+            label = m.replace("_loss", "")
+            label = None if label in ax.get_legend_handles_labels()[1] else label
             if d["low"] is not None:
                 bars = True
                 ax.errorbar(d["mean"], y + off, xerr=[[d["mean"] - d["low"]],

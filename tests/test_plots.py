@@ -77,6 +77,7 @@ def test_deltas_keep_every_point_and_interval_inside_the_axes_and_clear_of_the_l
     fig = drawn(_plots.deltas(rep))
     ax = fig.axes[0]
     box = ax.get_window_extent()
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["val", "train"]
     legend = ax.get_legend().get_window_extent()
     points = markers(ax)
     dots = [line for line in ax.get_lines() if line.get_marker() == "o"]
