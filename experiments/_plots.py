@@ -52,14 +52,19 @@ def save(fig, path, **tight_layout):
     fig.savefig(path, format="png", dpi=110)
 
 
-def _by_step(ax, y, **kwargs):
-    """Plot ``y`` against the steps 1..len(y), with integer ticks; one step is a dot (a line
-    through a single point draws nothing)."""
+def plot_steps(ax, steps, values, **kwargs):
+    """``ax.plot(steps, values)`` with whole-step ticks; a single point is drawn as a dot (a
+    line through one point draws nothing)."""
     from matplotlib.ticker import MaxNLocator
     ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
-    if len(y) == 1:
+    if len(values) == 1:
         kwargs.setdefault("marker", "o")
-    return ax.plot(np.arange(1, len(y) + 1), y, **kwargs)
+    return ax.plot(steps, values, **kwargs)
+
+
+def _by_step(ax, y, **kwargs):
+    """Plot ``y`` against the steps 1..len(y) (``plot_steps``)."""
+    return plot_steps(ax, np.arange(1, len(y) + 1), y, **kwargs)
 
 
 def grad_norms(report):

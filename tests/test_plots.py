@@ -196,3 +196,24 @@ def test_a_gradient_norm_of_zero_is_drawn_below_the_others_and_said():
     assert len(crosses) == 2   # both runs' last step before divergence
     assert sorted(line.get_ydata()[0] for line in crosses) == pytest.approx([0.096, 0.96])
     assert ax.get_ylim()[0] < 0.096 * 0.6   # the mark inside the axes, clear of the edge
+
+
+def test_hidden_stats_draw_a_single_recorded_step_and_name_the_runs_that_diverged():
+    from experiments import hidden_stats
+    study = hidden_stats.STUDY
+    stats = {"mean": 0.0, "var": 2.0, "min": -4.0, "max": 4.0, "kurtosis": 2.9}
+    runs = []
+    for v in study.variants:   # both diverged at step 3, before the first evaluation at 10
+        e = run(v.name, 0, [42.0, 30.0], diverged_at=3)
+        e["extra"] = {"rows": [dict(step=0, site=site, **stats)
+                               for site in ("blocks.0.pre_attn", "blocks.0.pre_mlp")]}
+        runs.append(e)
+    fig = drawn(hidden_stats.stats_figure(report(study, runs)))
+    lines = [line for ax in fig.axes for line in ax.get_lines() if len(line.get_xdata()) == 1]
+    assert len(lines) == 3 * 2 * 2   # three panels, two variants, two sites
+    assert all(line.get_marker() not in ("None", "", " ", None) for line in lines)
+    for ax in fig.axes:   # a whole step, not -0.04 .. 0.04
+        lo, hi = ax.get_xlim()
+        assert [t for t in ax.get_xticks() if lo <= t <= hi] == [0]
+    assert fig._suptitle.get_text().endswith(
+        "diverged, recorded until they stopped: ln seed 0 at step 3, rms seed 0 at step 3")
