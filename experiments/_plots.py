@@ -95,13 +95,12 @@ def grad_norms(report):
     ax.set_xlabel("step")
     ax.set_ylabel("total gradient norm before clipping (log scale)")
     seeds = "one seed" if len(report.seeds) == 1 else "seeds thin, mean thick"
-    marks = "; x = last step before divergence" if report.any_diverged else ""
-    zero = ""
+    notes = ["x = last step before divergence"] if report.any_diverged else []
     if 0 in every:
         ax.set_ylim(bottom=floor / 2)
-        zero = f"; a norm of 0 is drawn at {floor:.2g}"
-    ax.set_title(f"{report.study.name}: gradient norm per step, {seeds}{marks}{zero}",
-                 fontsize=9)
+        notes.append(f"a norm of 0 is drawn at {floor:.2g}")
+    ax.set_title(f"{report.study.name}: gradient norm per step, {seeds}" +
+                 ("\n" + "; ".join(notes) if notes else ""), fontsize=9)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     return fig

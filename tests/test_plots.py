@@ -49,6 +49,17 @@ def drawn(fig):
     return fig
 
 
+def texts_inside(fig):
+    """True when everything drawn (titles, labels, tick labels, legends, notes) lies within the
+    figure, to half a pixel."""
+    renderer = fig.canvas.get_renderer()
+    boxes = [ax.get_tightbbox(renderer) for ax in fig.axes if ax.get_visible()]
+    boxes += [a.get_window_extent(renderer) for a in [fig._suptitle, *fig.legends] if a]
+    b = fig.bbox
+    return all(e.x0 >= b.x0 - 0.5 and e.x1 <= b.x1 + 0.5 and e.y0 >= b.y0 - 0.5
+               and e.y1 <= b.y1 + 0.5 for e in boxes)
+
+
 def curve(losses, drift=0.0):
     return [4.0 - 2.0 * k / len(losses) + drift for k in range(len(losses))]
 
@@ -105,6 +116,7 @@ def test_deltas_say_why_a_variant_has_no_point():
                for t in texts)
     assert "rms+gelu seed 0" in texts[0] and "ln+swiglu" not in texts[1]
     assert ax.get_xlim()[0] < 0 < ax.get_xlim()[1]   # the zero line inside the axes
+    assert texts_inside(fig)
 
 
 @pytest.mark.parametrize("seeds", [1, 3])
@@ -124,6 +136,7 @@ def test_loss_curves_draw_diverged_runs_red_and_the_others_blue(seeds):
         stops = [line for line in ax.get_lines() if to_rgba(line.get_color()) == RED
                  and set(line.get_xdata()) == {3}]
         assert len(stops) == len(diverged)   # the dashed line at the step it stopped
+    assert texts_inside(fig)
 
 
 @pytest.mark.parametrize("study", [positions.STUDY, four_variants.STUDY])
@@ -182,6 +195,7 @@ def test_loss_curves_keep_every_val_point_and_the_last_steps_on_the_axis():
         assert all(lo < v < hi for _, v in e["val_curve"])
         assert all(lo < v < hi for v in e["loss_curve"][-6:])
     assert "the first steps (loss up to 42) are above the axis" in fig._suptitle.get_text()
+    assert texts_inside(fig)
 
 
 def test_a_gradient_norm_of_zero_is_drawn_below_the_others_and_said():
@@ -192,6 +206,7 @@ def test_a_gradient_norm_of_zero_is_drawn_below_the_others_and_said():
     fig = drawn(_plots.grad_norms(report(study, runs)))
     ax = fig.axes[0]
     assert "a norm of 0 is drawn at 0.096" in ax.get_title()   # a decade below 0.96
+    assert texts_inside(fig)
     crosses = [line for line in ax.get_lines() if line.get_marker() == "x"]
     assert len(crosses) == 2   # both runs' last step before divergence
     assert sorted(line.get_ydata()[0] for line in crosses) == pytest.approx([0.096, 0.96])
@@ -217,3 +232,6 @@ def test_hidden_stats_draw_a_single_recorded_step_and_name_the_runs_that_diverge
         assert [t for t in ax.get_xticks() if lo <= t <= hi] == [0]
     assert fig._suptitle.get_text().endswith(
         "diverged, recorded until they stopped: ln seed 0 at step 3, rms seed 0 at step 3")
+    fig.tight_layout(rect=(0, 0.12, 1, 0.95))   # as extra_outputs saves it
+    fig.canvas.draw()
+    assert texts_inside(fig)
