@@ -296,9 +296,9 @@ def run_log(report: Report) -> str:
               f"- {_seeds_text(report.seeds)}, corpus {plan.corpus_label} ({len(plan.text)} "
               f"characters, vocab {plan.vocab_size}).",
               f"- train/val: mean loss over {report.positions_text('train')} of the training "
-              f"split and {report.positions_text('val')} of the validation split",
-              "  (fixed windows, deterministic); the chapter's one-random-batch estimates are in "
-              "results.json."]
+              f"split and {report.positions_text('val')} of the",
+              "  validation split (fixed windows, deterministic); the chapter's one-random-batch "
+              "estimates are in results.json."]
     if n > 1:
         lines.append("- mean ± sd: sample standard deviation over the seeds that trained.")
     for v in study.variants:
