@@ -197,9 +197,11 @@ def deltas(report):
             else:
                 ax.plot(d["mean"], y + off, "o", color=color, label=label)
         if diffs["val_loss"]["mean"] is None and diffs["train_loss"]["mean"] is None:
-            lost = [f"{name} seed {x['seed']}" for name in (v.name, base)
-                    for x in report.summaries[name]["diverged"]]
-            ax.text(0.5, y, "no seed where both trained; diverged: " + ", ".join(lost),
+            n = len(report.seeds)
+            lost = [f"{name} in {len(report.summaries[name]['diverged'])} of {n}"
+                    for name in (v.name, base) if report.summaries[name]["diverged"]]
+            ax.text(0.5, y, f"no seed where both trained; diverged: {', '.join(lost)} "
+                    f"seed{'s' if n > 1 else ''}",
                     transform=ax.get_yaxis_transform(), ha="center", va="center", fontsize=8,
                     color="tab:red", bbox={"facecolor": "white", "edgecolor": "none"})
         labels.append(f"{v.name}\n(n={diffs['val_loss']['n']})")

@@ -103,18 +103,20 @@ def test_deltas_keep_every_point_and_interval_inside_the_axes_and_clear_of_the_l
             assert max(d["mean"], d["high"] if d["high"] is not None else d["mean"]) < hi
 
 
-def test_deltas_say_why_a_variant_has_no_point():
+@pytest.mark.parametrize("seeds", [1, 3])
+def test_deltas_say_why_a_variant_has_no_point(seeds):
     study = four_variants.STUDY
-    runs = [run(v.name, 0, curve(range(3)), diverged_at=3 if i != 2 else None)
-            for i, v in enumerate(study.variants)]
+    runs = [run(v.name, s, curve(range(3)), diverged_at=3 if i != 2 else None)
+            for i, v in enumerate(study.variants) for s in range(seeds)]
     fig = drawn(_plots.deltas(report(study, runs)))
     ax = fig.axes[0]
     assert markers(ax) == []
     texts = [t.get_text() for t in ax.texts]
-    assert len(texts) == 3   # one a row: every row lacks a pair (the baseline diverged)
-    assert all(t.startswith("no seed where both trained; diverged:") and "ln+gelu seed 0" in t
-               for t in texts)
-    assert "rms+gelu seed 0" in texts[0] and "ln+swiglu" not in texts[1]
+    of = f"{seeds} of {seeds} seed{'s' if seeds > 1 else ''}"
+    assert texts == [   # one a row: every row lacks a pair (the baseline diverged)
+        f"no seed where both trained; diverged: rms+gelu in {seeds} of {seeds}, ln+gelu in {of}",
+        f"no seed where both trained; diverged: ln+gelu in {of}",
+        f"no seed where both trained; diverged: rms+swiglu in {seeds} of {seeds}, ln+gelu in {of}"]
     assert ax.get_xlim()[0] < 0 < ax.get_xlim()[1]   # the zero line inside the axes
     assert texts_inside(fig)
 
