@@ -114,7 +114,8 @@ def build_parser(study):
     p.add_argument("--eval-every", type=cli.positive_int, default=10, metavar="K",
                    help="validation loss every K steps (curves.csv)")
     p.add_argument("--eval-tokens", type=cli.positive_int, default=EVAL_TOKENS, metavar="N",
-                   help="each final loss over at most N positions of its split (one window at least)")
+                   help="each final loss over at most N positions of its split (one window "
+                        "at least)")
     p.add_argument("--progress-interval", type=cli.positive_float, default=10.0, metavar="S",
                    help="seconds between a run's progress lines on stderr")
     p.add_argument("--no-plots", action="store_true", help="do not draw the PNG figures")
