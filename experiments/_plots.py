@@ -1,14 +1,17 @@
 """The studies' figures (matplotlib, the ``plot`` extra), drawn when the outputs are written.
 
-- ``loss_curves.png``: one panel per variant; x the training step, y the loss in nats/token;
-  each seed's training-batch loss thin, the mean over the seeds that trained thick, the mean
-  validation loss (every ``--eval-every`` steps) as dots.
-- ``grad_norms.png``: the total gradient norm before clipping per step (log scale).
-- ``deltas.png``: each variant's paired difference from the baseline in final val and train
-  loss (nats/token) with its 95 % Student-t interval, and a zero line.
+- ``loss_curves.png`` (``loss_curves``): one panel per variant; x the training step, y the loss
+  in nats/token; each seed's training-batch loss thin (red if the run diverged, with a dashed
+  line at the step it stopped), the mean over the seeds that trained thick, the mean validation
+  loss (every ``--eval-every`` steps) as dots.
+- ``grad_norms.png`` (``grad_norms``): the total gradient norm before clipping per step (log
+  scale).
+- ``deltas.png`` (``deltas``): each variant's paired difference from the baseline in final val
+  and train loss (nats/token) with its 95 % Student-t interval, and a zero line; a variant with
+  no seed where both trained says so in its row.
 
-Figures are ``matplotlib.figure.Figure`` objects saved directly: no pyplot, no backend to
-choose, nothing global.
+Each function returns a ``matplotlib.figure.Figure`` (no pyplot, no backend to choose, nothing
+global) that ``save`` writes; a curve of a single step is drawn as a dot.
 """
 import importlib.util
 
@@ -35,9 +38,9 @@ def add_figures(report, files):
     ``draw(path)``, for ``cli.write_outputs``); returns the install hint without matplotlib."""
     if not available():
         return INSTALL_HINT
-    for name, draw in (("loss_curves.png", _loss_curves), ("deltas.png", _deltas),
-                       ("grad_norms.png", _grad_norms)):
-        files[name] = lambda path, draw=draw: draw(report, path)
+    for name, draw in (("loss_curves.png", loss_curves), ("deltas.png", deltas),
+                       ("grad_norms.png", grad_norms)):
+        files[name] = lambda path, draw=draw: save(draw(report), path)
     return None
 
 
@@ -49,70 +52,100 @@ def save(fig, path, **tight_layout):
     fig.savefig(path, format="png", dpi=110)
 
 
-def _grad_norms(report, path):
+def plot_steps(ax, steps, values, **kwargs):
+    """``ax.plot(steps, values)`` with whole-step ticks; a single point is drawn as a dot (a
+    line through one point draws nothing)."""
+    from matplotlib.ticker import MaxNLocator
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+    if len(values) == 1:
+        kwargs.setdefault("marker", "o")
+    return ax.plot(steps, values, **kwargs)
+
+
+def _by_step(ax, y, **kwargs):
+    """Plot ``y`` against the steps 1..len(y) (``plot_steps``)."""
+    return plot_steps(ax, np.arange(1, len(y) + 1), y, **kwargs)
+
+
+def grad_norms(report):
+    """grad_norms.png: the total gradient norm before clipping per step, every run; a norm of
+    0, which a log scale cannot show, is drawn a decade below the smallest other one (the
+    title says so)."""
     fig, ax = subplots(figsize=(7.5, 4.2))
+    every = [g for e in report.runs for g in e["grad_norms"]]
+    floor = min([g for g in every if 0 < g < np.inf] + [1.0]) / 10
+
+    def shown(norms):
+        return np.maximum(norms, floor)
+
     for k, v in enumerate(report.study.variants):
         c = f"C{k % 10}"
         runs = report.runs_of(v.name)
         for e in runs:
-            ax.plot(np.arange(1, len(e["grad_norms"]) + 1), e["grad_norms"], lw=0.5,
-                    alpha=0.35, color=c)
-            if e["status"] != "ok":
-                ax.plot([e["diverged_at"]["step"] - 1], [e["grad_norms"][-1]] if e["grad_norms"]
-                        else [1.0], "x", color=c, ms=8, mew=2)
+            _by_step(ax, shown(e["grad_norms"]), lw=0.5, alpha=0.35, color=c)
+            if e["status"] != "ok" and e["grad_norms"]:
+                ax.plot([len(e["grad_norms"])], shown(e["grad_norms"][-1:]), "x", color=c,
+                        ms=8, mew=2)
         n = min((len(e["grad_norms"]) for e in runs), default=0)
         if n:
             mean = np.mean([e["grad_norms"][:n] for e in runs], axis=0)
-            ax.plot(np.arange(1, n + 1), mean, lw=2.0, color=c, label=v.name)
+            _by_step(ax, shown(mean), lw=2.0, color=c, label=v.name)
     ax.axhline(1.0, color="black", lw=0.8, ls=":", label="clip max_norm = 1")
     ax.set_yscale("log")
     ax.set_xlabel("step")
     ax.set_ylabel("total gradient norm before clipping (log scale)")
     seeds = "one seed" if len(report.seeds) == 1 else "seeds thin, mean thick"
-    diverged = any(e["status"] != "ok" for v in report.study.variants
-                   for e in report.runs_of(v.name))
-    marks = " (x = last step before divergence)" if diverged else ""
-    ax.set_title(f"{report.study.name}: gradient norm per step, {seeds}{marks}", fontsize=9)
+    notes = ["x = last step before divergence"] if report.any_diverged else []
+    if 0 in every:
+        ax.set_ylim(bottom=floor / 2)
+        notes.append(f"a norm of 0 is drawn at {floor:.2g}")
+    ax.set_title(f"{report.study.name}: gradient norm per step, {seeds}" +
+                 ("\n" + "; ".join(notes) if notes else ""), fontsize=9)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
-    save(fig, path)
+    return fig
 
 
-def _loss_curves(report, path):
+def loss_curves(report):
+    """loss_curves.png: the training and validation loss per step, a panel per variant."""
     variants = report.study.variants
     n = len(variants)
     cols = min(n, 2 if n <= 4 else 3)
     rows = -(-n // cols)
     fig, axes = subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), sharex=True,
-                             sharey=True, squeeze=False)
+                         sharey=True, squeeze=False)
     finite = [x for e in report.runs for x in e["loss_curve"] if np.isfinite(x)]
+    val_label = f"val ({report.positions_text('val')}), mean"
     for ax, v in zip(axes.flat, variants):
         runs = report.runs_of(v.name)
-        for e in runs:
-            ax.plot(np.arange(1, len(e["loss_curve"]) + 1), e["loss_curve"], lw=0.6,
-                    alpha=0.45, color="tab:blue")
         ok = [e for e in runs if e["status"] == "ok"]
+        lost = [e for e in runs if e["status"] != "ok"]
+        for e in ok:
+            _by_step(ax, e["loss_curve"], lw=0.6, alpha=0.45, color="tab:blue")
+        for i, e in enumerate(lost):
+            _by_step(ax, e["loss_curve"], lw=1.0, color="tab:red",
+                     label="diverged run" if i == 0 else None)
+            ax.axvline(e["diverged_at"]["step"], color="tab:red", lw=0.8, ls="--",
+                       label="step it diverged" if i == 0 else None)
         if ok:
             mean = np.mean([e["loss_curve"] for e in ok], axis=0)
-            ax.plot(np.arange(1, len(mean) + 1), mean, lw=2.2, color="tab:blue",
-                    label=f"train batch, mean of {len(ok)} seed{'s' if len(ok) > 1 else ''}")
+            _by_step(ax, mean, lw=2.2, color="tab:blue",
+                     label=f"train batch, mean of {len(ok)} seed{'s' if len(ok) > 1 else ''}")
             steps = [int(s) for s, _ in ok[0]["val_curve"]]
             vals = np.mean([[float(x) for _, x in e["val_curve"]] for e in ok], axis=0)
-            ax.plot(steps, vals, "o-", ms=3, lw=1.2, color="tab:orange",
-                    label="val (whole split), mean")
-        for e in runs:
-            if e["status"] != "ok":
-                ax.axvline(e["diverged_at"]["step"], color="tab:red", lw=0.8, ls="--")
+            ax.plot(steps, vals, "o-", ms=3, lw=1.2, color="tab:orange", label=val_label)
         ax.axhline(report.uniform_baseline, color="grey", lw=0.8, ls=":",
                    label=f"uniform ln V = {report.uniform_baseline:.2f}")
-        title = v.name + ("" if len(ok) == len(runs) else
-                          f"  ({len(runs) - len(ok)} diverged, red)")
+        title = v.name + (f"  ({len(lost)} of {len(runs)} diverged, red)" if lost else "")
         ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7, loc="best")
+        ax.legend(fontsize=7, loc="best")
     for ax in axes.flat[n:]:
         ax.set_visible(False)
+    for col in range(cols):  # the lowest panel of each column carries the step axis
+        ax = axes[(n - 1 - col) // cols, col]
+        ax.xaxis.set_tick_params(labelbottom=True)
+        ax.set_xlabel("step")
     tails = [np.median(e["loss_curve"][-max(1, len(e["loss_curve"]) // 10):])
              for e in report.runs if e["loss_curve"]]
     blown_up = bool(tails) and max(tails) > 2 * report.uniform_baseline
@@ -127,52 +160,64 @@ def _loss_curves(report, path):
                 for _, x in e["val_curve"] if np.isfinite(float(x))]
         hi = max(report.uniform_baseline * 1.25, np.percentile(finite, 2) * 1.05,
                  max(vals, default=0.0) * 1.05, max(tails, default=0.0) * 1.05)
-        axes.flat[0].set_ylim(max(0.0, lo - 0.1), max(hi, lo + 0.5))
-        how = "the first steps (loss near 42) are above the axis"
+        top = max(hi, lo + 0.5)
+        axes.flat[0].set_ylim(max(0.0, lo - 0.1), top)
+        how = (f"the first steps (loss up to {max(finite):.3g}) are above the axis"
+               if max(finite) > top else "")
     else:
         how = "no finite loss"
-    for ax in axes[-1]:
-        ax.set_xlabel("step")
     for ax in axes[:, 0]:
         ax.set_ylabel("loss (nats/token)")
     n = len(report.seeds)
     seeds = "one seed" if n == 1 else f"{n} seeds (thin), mean (thick)"
-    fig.suptitle(f"{report.study.name}: loss per step, {seeds}; {how}", fontsize=11)
-    save(fig, path)
+    fig.suptitle(f"{report.study.name}: loss per step, {seeds}" + (f"; {how}" if how else ""),
+                 fontsize=11)
+    return fig
 
 
-def _deltas(report, path):
+def deltas(report):
+    """deltas.png: each variant's paired difference from the baseline, final val and train."""
     others = report.study.variants[1:]
     base = report.study.baseline.name
     fig, ax = subplots(figsize=(7.0, 1.2 + 0.9 * max(1, len(others))))
-    labels, y, bars = [], 0, False
-    for v in others:
+    labels, bars = [], False
+    for y, v in enumerate(others):
         diffs = report.summaries[v.name]["difference_from_baseline"]
         for m, color, off in (("val_loss", "tab:orange", -0.15), ("train_loss", "tab:blue", 0.15)):
             d = diffs[m]
             if d["mean"] is None:
                 continue
+            label = m.replace("_loss", "")
+            label = None if label in ax.get_legend_handles_labels()[1] else label
             if d["low"] is not None:
                 bars = True
                 ax.errorbar(d["mean"], y + off, xerr=[[d["mean"] - d["low"]],
                                                       [d["high"] - d["mean"]]],
-                            fmt="o", color=color, capsize=4,
-                            label=m.replace("_loss", "") if y == 0 else None)
+                            fmt="o", color=color, capsize=4, label=label)
             else:
-                ax.plot(d["mean"], y + off, "o", color=color,
-                        label=m.replace("_loss", "") if y == 0 else None)
+                ax.plot(d["mean"], y + off, "o", color=color, label=label)
+        if diffs["val_loss"]["mean"] is None and diffs["train_loss"]["mean"] is None:
+            n = len(report.seeds)
+            lost = [f"{name} in {len(report.summaries[name]['diverged'])} of {n}"
+                    for name in (v.name, base) if report.summaries[name]["diverged"]]
+            ax.text(0.5, y, f"no seed where both trained; diverged: {', '.join(lost)} "
+                    f"seed{'s' if n > 1 else ''}",
+                    transform=ax.get_yaxis_transform(), ha="center", va="center", fontsize=8,
+                    color="tab:red", bbox={"facecolor": "white", "edgecolor": "none"})
         labels.append(f"{v.name}\n(n={diffs['val_loss']['n']})")
-        y += 1
     ax.axvline(0.0, color="black", lw=1)
+    if not ax.get_legend_handles_labels()[0]:  # nothing to compare: 0 in the middle
+        ax.set_xlim(-1.0, 1.0)
     ax.set_yticks(range(len(labels)))
     ax.set_yticklabels(labels, fontsize=9)
-    ax.invert_yaxis()
+    ax.set_ylim(len(labels) - 0.5, -0.5)  # first variant on top, half a row around each
     ax.set_xlabel(f"final loss minus {base}'s, same seed (nats/token)\n" +
                   ("bars: 95% Student-t interval" if bars else
-                   "one seed: no interval (--seeds 2 or more)"))
+                   "one seed: no interval (--seeds 2 or more)" if len(report.seeds) == 1 else
+                   "no interval (fewer than 2 seeds where both trained)"))
     ax.set_title(f"{report.study.name}: paired differences from {base} "
                  f"(left of 0 = lower loss)", fontsize=10)
     ax.grid(axis="x", alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8, loc="best")
-    save(fig, path)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return fig

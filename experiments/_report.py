@@ -1,7 +1,8 @@
 """The reporting side of the study runner: statistics over seeds, tables, run_log.txt,
 results.json and curves.csv, all computed from the runs (``experiments.four_variants``).
 
-Losses are mean cross-entropy in nats/token over every position of a split. With one seed the
+Losses are mean cross-entropy in nats/token over the positions of a split (every one, or the
+``--eval-tokens`` sample of a large split: ``Report.positions``). With one seed the
 table is the chapter's (``norm  mlp  params  train  val``); with several, each loss column is
 "mean ± sample sd" over the seeds where the run trained, and a block of paired differences from
 the baseline follows (``experiments._stats.paired_difference``: 95 % Student-t interval).
@@ -79,6 +80,20 @@ class Report:
         out["difference_from_baseline"] = None if name == base else {
             m: self.paired(name, base, m) for m in METRICS}
         return out
+
+    def positions(self, split: str):
+        """``(counted, total)``: the target positions a final ``split`` loss ("train" or "val")
+        is the mean over (``gpt.data.eval_windows`` with ``--eval-tokens``), and the split's."""
+        data = self.plan.train_data if split == "train" else self.plan.val_data
+        mask = eval_windows(data, self.plan.args.block_size,
+                            getattr(self.plan, "eval_tokens", None))[2]
+        return int(mask.sum()), len(data) - 1
+
+    def positions_text(self, split: str) -> str:
+        """"all 176 positions" or "32 of 1,594 positions" (see ``positions``)."""
+        counted, total = self.positions(split)
+        return f"all {total:,} positions" if counted == total else \
+            f"{counted:,} of {total:,} positions"
 
     @property
     def any_diverged(self) -> bool:
@@ -280,8 +295,10 @@ def run_log(report: Report) -> str:
     lines += ["", "Notes:",
               f"- {_seeds_text(report.seeds)}, corpus {plan.corpus_label} ({len(plan.text)} "
               f"characters, vocab {plan.vocab_size}).",
-              "- train/val: mean loss over every position of each split (deterministic);",
-              "  the chapter's one-random-batch estimates are in results.json."]
+              f"- train/val: mean loss over {report.positions_text('train')} of the training "
+              f"split and {report.positions_text('val')} of the",
+              "  validation split (fixed windows, deterministic); the chapter's one-random-batch "
+              "estimates are in results.json."]
     if n > 1:
         lines.append("- mean ± sd: sample standard deviation over the seeds that trained.")
     for v in study.variants:

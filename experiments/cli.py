@@ -14,10 +14,12 @@ A command module reads::
         cli.main(PROG, run)
 
 ``main`` is the one place where errors become exit statuses: bad input is one line on stderr
-and status 2, Ctrl-C one line and status 130. Standard library only.
+and status 2, Ctrl-C one line and status 130, a closed pipe quiet and status 141, as for
+``cat``. Standard library only.
 """
 import argparse
 import errno
+import io
 import json
 import math
 import os
@@ -29,6 +31,7 @@ EXIT_OK = 0
 EXIT_DIVERGED = 1  # a run's loss became NaN or infinite
 EXIT_USAGE = 2  # bad input, or an output that cannot be written (argparse's convention)
 EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, the shell's convention
+EXIT_BROKEN_PIPE = 141  # the reader of stdout went away (| head): 128 + SIGPIPE, as cat's
 
 BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 # glibc keeps freed arrays (up to 32 MiB each, 256 MiB in all) instead of handing them back and
@@ -117,10 +120,23 @@ def path_arg(text):
     return Path(text)
 
 
+def available_cpus():
+    """The number of CPUs this process may run on (its affinity mask; ``os.cpu_count()`` where
+    there is none)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 def add_threads_option(parser):
-    """Add ``--threads N``: the BLAS threads of the command (``main`` applies it)."""
-    parser.add_argument("--threads", type=positive_int, default=1, metavar="N",
-                        help="BLAS threads (OPENBLAS_NUM_THREADS) of the processes that train")
+    """Add ``--threads N``: the BLAS threads of the command (``main`` applies it), at most the
+    CPUs this process may use (more threads than CPUs only wait for each other)."""
+    cpus = available_cpus()
+    parser.add_argument("--threads", type=bounded_int(1, cpus, "threads, the CPUs this process "
+                                                                "may use"),
+                        default=1, metavar="N", help="BLAS threads (OPENBLAS_NUM_THREADS) of the "
+                        f"processes that train, at most the {cpus} CPUs this process may use")
 
 
 def _blas_threads(argv):
@@ -139,8 +155,17 @@ def _blas_threads(argv):
         os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 
+def _say(line):
+    """``line`` on stderr, if stderr can be written (``2>/dev/full``: the status tells)."""
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except OSError:
+        pass
+
+
 def _error(prog, message):
-    sys.stderr.write(f"{prog}: error: {' '.join(str(message).split())}\n")
+    _say(f"{prog}: error: {' '.join(str(message).split())}")
     return EXIT_USAGE
 
 
@@ -159,8 +184,12 @@ def main(prog, run, argv=None):
       written, a full disk): ``<prog>: error: <message>``, one line on stderr, status 2.
     - Ctrl-C (``KeyboardInterrupt``) at any stage of ``run``: ``<prog>: interrupted``, one line
       on stderr, status 130 (files are written by ``write_outputs``: each complete or absent).
-    - A closed stdout (``| head``): quiet, ``run``'s status (or 0); stdout that cannot be
-      written (a full disk): ``<prog>: error: cannot write to stdout: <reason>``, status 2.
+    - A closed stdout or stderr (``| head``): the command stops at its next write, quiet,
+      status 141 (128 + SIGPIPE, as ``cat``); stdout or stderr that cannot be written (a full
+      disk): ``<prog>: error: cannot write to stdout: <reason>`` where stderr can say it,
+      status 2.
+    - A character that stdout's encoding lacks (``PYTHONIOENCODING=ascii``) is written as a
+      backslash escape (``\\xe9``), not raised.
 
     Args:
         prog: the command's name for messages, e.g. ``"python -m experiments.four_variants"``.
@@ -171,18 +200,22 @@ def main(prog, run, argv=None):
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     status = EXIT_OK
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     try:
         _blas_threads(argv)
         for name, value in MALLOC_SETTINGS:  # read by the worker processes' glibc when they start
             os.environ.setdefault(name, value)
         status = run(argv)
     except KeyboardInterrupt:
-        sys.stderr.write(f"{prog}: interrupted\n")
+        _say(f"{prog}: interrupted")
         status = EXIT_INTERRUPTED
     except UsageError as e:
         status = _error(prog, e)
     except BrokenPipeError:
         _silence_stdout()
+        status = EXIT_BROKEN_PIPE
     except OSError as e:  # a file names itself; a full disk without a name is stdout's
         stdout = e.errno in (errno.ENOSPC, errno.EIO, errno.EDQUOT) and not e.filename
         status = _error(prog, f"{e.filename}: {e.strerror}" if e.filename else
@@ -195,6 +228,7 @@ def main(prog, run, argv=None):
         sys.stdout.flush()
     except BrokenPipeError:
         _silence_stdout()
+        status = EXIT_BROKEN_PIPE
     except OSError as e:  # a full disk, /dev/full
         _silence_stdout()
         status = _error(prog, f"cannot write to stdout: {e.strerror or e}")

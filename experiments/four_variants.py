@@ -12,7 +12,8 @@ batches, so with ``--seeds N`` the variants pair seed by seed (95 % Student-t in
     python -m experiments.four_variants --full                     # 2000 steps
 
 Prints the chapter's table (norm, mlp, params, train, val) and the uniform baseline ln(V);
-train and val are mean losses over every position of each split (at most ``--eval-tokens``).
+train and val are mean losses over every position of each split (a sample of ``--eval-tokens``
+of them in a larger one: run_log.txt says how many).
 Writes into ``--output-dir``: ``run_log.txt``, ``curves.csv``, the PNG figures (with
 matplotlib), ``<norm>_<mlp>.npz`` (``--save-checkpoints``) and last ``results.json``, which
 names them. Each file is complete or absent; nothing else in the folder is touched.
@@ -113,7 +114,8 @@ def build_parser(study):
     p.add_argument("--eval-every", type=cli.positive_int, default=10, metavar="K",
                    help="validation loss every K steps (curves.csv)")
     p.add_argument("--eval-tokens", type=cli.positive_int, default=EVAL_TOKENS, metavar="N",
-                   help="each final loss over at most N positions of its split")
+                   help="each final loss over at most N positions of its split (one window "
+                        "at least)")
     p.add_argument("--progress-interval", type=cli.positive_float, default=10.0, metavar="S",
                    help="seconds between a run's progress lines on stderr")
     p.add_argument("--no-plots", action="store_true", help="do not draw the PNG figures")
@@ -318,11 +320,7 @@ def run_study(study, argv):
     jobs = [Job(v, plan.configs[v.name], s, plan.steps, args, plan.train_data, plan.val_data,
                 f"{v.name}{f' s{s}' if len(plan.seeds) > 1 else ''}".ljust(12), study.instrument,
                 backward) for v in study.variants for s in plan.seeds]
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cpus = os.cpu_count() or 1
-    workers = args.jobs or max(1, cpus // args.threads)
+    workers = args.jobs or max(1, cli.available_cpus() // args.threads)
     cli.progress(f"{study.name}: {len(jobs)} runs x {plan.steps} steps, corpus "
                  f"{plan.corpus_label} ({len(plan.text)} characters, vocab {plan.vocab_size}), "
                  f"train/val {len(plan.train_data)}/{len(plan.val_data)} tokens, "

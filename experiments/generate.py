@@ -3,13 +3,14 @@
 Loads a ``gpt.save_checkpoint`` file (parameters, config and character vocabulary), encodes the
 prompt with the stored vocabulary, extends it with ``gpt.sample.generate`` (nanoGPT's sampling:
 context cropped to block_size, temperature, top-k; temperature 0 is greedy) and prints the
-prompt followed by the new characters.
+prompt followed by each new character as it is sampled.
 
     python -m experiments.four_variants --tiny --save-checkpoints
     python -m experiments.generate --checkpoint outputs/four_variants/rms_swiglu.npz \\
         --prompt "It is a truth" --max-new-tokens 200 --temperature 0.8 --top-k 10 --seed 1
 """
 import os
+import sys
 from argparse import SUPPRESS
 
 import numpy as np
@@ -20,7 +21,7 @@ from gpt.sample import generate
 from experiments import cli
 
 PROG = "python -m experiments.generate"
-MAX_NEW_TOKENS = 1_000_000   # the text is printed when complete: a typo must not run for hours
+MAX_NEW_TOKENS = 1_000_000   # a typo must not run for hours
 
 
 def _memory_needed(config) -> int:
@@ -33,7 +34,8 @@ def _memory_needed(config) -> int:
 
 
 def run(argv=None) -> int:
-    """Load a checkpoint and print ``--prompt`` followed by sampled characters.
+    """Load a checkpoint and print ``--prompt`` followed by sampled characters, each written
+    (and flushed) as it is sampled, so a reader sees the text grow and ``| head`` stops it.
 
     Args:
         argv (list[str] | None): the command's arguments (default ``sys.argv[1:]``).
@@ -83,12 +85,22 @@ def run(argv=None) -> int:
                              f"the checkpoint's vocabulary of {tokenizer.vocab_size} characters "
                              f"({len(unknown)} unknown in total)")
     idx = tokenizer.encode(args.prompt)[None, :]                          # (1, T)
+
+    # the prompt goes out with the first new character, so weights that give NaN logits are one
+    # line on stderr and nothing on stdout
+    unwritten = [args.prompt]
+
+    def show(tokens):                                                     # tokens: (1,)
+        sys.stdout.write("".join(unwritten) + tokenizer.decode(tokens))
+        sys.stdout.flush()
+        unwritten.clear()
+
     try:
-        out = generate(model, idx, args.max_new_tokens, temperature=args.temperature,
-                       top_k=args.top_k, rng=np.random.default_rng(args.seed))
+        generate(model, idx, args.max_new_tokens, temperature=args.temperature,
+                 top_k=args.top_k, rng=np.random.default_rng(args.seed), on_token=show)
     except (ValueError, IndexError) as e:   # a checkpoint whose weights give NaN logits
         raise cli.UsageError(str(e)) from None
-    print(tokenizer.decode(out[0]))
+    print("".join(unwritten))
     return cli.EXIT_OK
 
 

@@ -189,9 +189,10 @@ def stats_csv(report) -> str:
     return "\n".join(lines) + "\n"
 
 
-def stats_figure(report, path) -> None:
+def stats_figure(report):
     """hidden_stats.png: variance, kurtosis and max of each site over the steps (mean over
-    seeds), LayerNorm solid, RMSNorm dashed."""
+    seeds), LayerNorm solid, RMSNorm dashed; the title names the runs that diverged. Returns
+    the ``matplotlib.figure.Figure``."""
     by = stats_by(report)
     sites = _sites(report)
     panels = (("var", "variance (log scale)", True), ("kurtosis", "kurtosis (Gaussian = 3)",
@@ -206,9 +207,9 @@ def stats_figure(report, path) -> None:
                 if not pts:
                     continue
                 xs, ys = zip(*pts)
-                ax.plot(xs, ys, color=f"C{si % 10}",
-                        linestyle="-" if vi == 0 else "--", linewidth=1.6,
-                        label=f"{v.name} {site}")
+                _plots.plot_steps(ax, xs, ys, color=f"C{si % 10}",
+                                  linestyle="-" if vi == 0 else "--", linewidth=1.6,
+                                  label=f"{v.name} {site}")
         if log:
             ax.set_yscale("log")
         ax.set_xlabel("training step")
@@ -219,16 +220,21 @@ def stats_figure(report, path) -> None:
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=min(4, max(1, len(labels))),
                fontsize=8, frameon=False)
+    lost = [f"{e['name']} seed {e['seed']} at step {e['diverged_at']['step']}"
+            for e in report.runs if e["status"] != "ok"]
     fig.suptitle("Residual stream entering each block's attention and MLP (probe batch; "
-                 "solid: LayerNorm, dashed: RMSNorm)", fontsize=11)
-    _plots.save(fig, path, rect=(0, 0.12, 1, 0.95))
+                 "solid: LayerNorm, dashed: RMSNorm)" + (
+                     f"\ndiverged, recorded until they stopped: {', '.join(lost)}" if lost
+                     else ""), fontsize=11)
+    return fig
 
 
 def extra_outputs(report) -> Dict[str, Any]:
     """hidden_stats.csv, and hidden_stats.png with matplotlib (unless --no-plots)."""
     files = {"hidden_stats.csv": stats_csv(report)}
     if _plots.available() and not report.plan.args.no_plots:
-        files["hidden_stats.png"] = lambda path: stats_figure(report, path)
+        files["hidden_stats.png"] = lambda path: _plots.save(stats_figure(report), path,
+                                                             rect=(0, 0.12, 1, 0.95))
     return files
 
 

@@ -41,6 +41,9 @@ CHAPTER_CLAIM = "RMSNorm: same regularization effect as LayerNorm, ~half the FLO
 #: largest (and 1), or whose paired repeats span more than WILD_SPREAD x, is a busy machine's
 #: symptom, not a measurement: RMSNorm does a subset of LayerNorm's operations on the same arrays.
 PLAUSIBLE_LOW, PLAUSIBLE_HIGH, WILD_SPREAD = 0.5, 2.0, 4.0
+#: The fewest repeats whose quartiles are samples themselves with one beyond each (np.percentile
+#: at 0.25 (n - 1)): with fewer there is no spread to compare a time ratio with, and no verdict.
+MIN_VERDICT_REPEATS = 5
 
 
 # ----------------------------------------------------------------------------- timing
@@ -153,8 +156,9 @@ def _flop_words(r: float) -> str:
     return f"{r:.2f}, less than half: RMSNorm saves {_saving(r)} of the FLOPs"
 
 
-def verdict(shapes: list) -> list:
-    """The conclusions, in words, computed from the counts and the times."""
+def verdict(shapes: list, repeats: int) -> list:
+    """The conclusions, in words, computed from the counts and the times of ``repeats``
+    samples each (fewer than ``MIN_VERDICT_REPEATS``: the times are given, with no verdict)."""
     first = shapes[0]["passes"]
     out = [f"FLOPs RMSNorm/LayerNorm, counted from our code: forward "
            f"{_flop_words(first['forward']['ratio_rms_over_ln']['flops'])}; forward+backward "
@@ -169,6 +173,10 @@ def verdict(shapes: list) -> list:
             if why is not None:
                 out.append(f"{head} = {t:.2f} is not a measurement to quote: {why}; the machine "
                            f"was probably busy. Rerun with more --repeats on an idle machine.")
+            elif repeats < MIN_VERDICT_REPEATS:
+                out.append(f"{head} = {t:.2f} from {repeats} repeat{'s' * (repeats > 1)}: no "
+                           f"spread to compare with the FLOP ratio {f:.2f}, so no verdict "
+                           f"(--repeats {MIN_VERDICT_REPEATS} or more).")
             elif hi > 2 * lo:
                 out.append(f"{head} = {t:.2f}, but the paired ratios spread too widely (IQR "
                            f"{lo:.2f}-{hi:.2f}) to compare with the FLOP ratio {f:.2f}; rerun "
@@ -290,7 +298,7 @@ def run(argv=None) -> int:
                   "time_ratio": {"shape": "x".join(map(str, SHAPES["tiny"])),
                                  **{p: tiny[p]["ratio_rms_over_ln"]["time_median"]
                                     for p in PASSES}},
-                  "verdict": verdict(shapes)},
+                  "verdict": verdict(shapes, args.repeats)},
     }
     lines = report_lines(results)
     cli.write_outputs(out, {

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -28,7 +28,8 @@ __all__ = ["generate"]
 
 
 def generate(model, idx, max_new_tokens: int, temperature: float = 1.0,
-             top_k: Optional[int] = None, rng: Optional[np.random.Generator] = None) -> np.ndarray:
+             top_k: Optional[int] = None, rng: Optional[np.random.Generator] = None,
+             on_token: Optional[Callable[[np.ndarray], None]] = None) -> np.ndarray:
     """Extend each row of ``idx`` by ``max_new_tokens`` tokens sampled from ``model``.
 
     Args:
@@ -41,6 +42,8 @@ def generate(model, idx, max_new_tokens: int, temperature: float = 1.0,
         top_k: keep only the ``top_k`` most likely tokens before sampling (None: all V);
             values above V act as V.
         rng: ``numpy.random.Generator`` for the draws (default ``default_rng(0)``).
+        on_token: called after each step with its new tokens, int64 (B,), e.g. to print the
+            text as it is sampled; an exception it raises stops the sampling.
 
     Returns:
         int64 array (B, T + max_new_tokens): ``idx`` followed by the new tokens.
@@ -96,7 +99,10 @@ def generate(model, idx, max_new_tokens: int, temperature: float = 1.0,
                     p = np.exp(z)
                     p /= p.sum(axis=-1, keepdims=True)
                     idx_next = np.array([rng.choice(V, p=row) for row in p])     # (B,)
-                idx = np.concatenate([idx, idx_next[:, None].astype(np.int64)], axis=1)
+                idx_next = idx_next.astype(np.int64)
+                idx = np.concatenate([idx, idx_next[:, None]], axis=1)               # (B, T+1)
+                if on_token is not None:
+                    on_token(idx_next)
     finally:
         model.train(was_training)
     return idx

@@ -1,7 +1,11 @@
 """experiments.cli: argument types, one-line errors and exit statuses, complete-or-absent files."""
 import argparse
+import contextlib
+import errno
+import io
 import json
 import os
+import sys
 
 import pytest
 
@@ -66,6 +70,84 @@ def test_main_sets_the_blas_threads_from_the_option(monkeypatch):
     assert os.environ["OPENBLAS_NUM_THREADS"] == "1"
     _run_main(lambda argv: 0, ["--threads", "2"])
     assert os.environ["OPENBLAS_NUM_THREADS"] == "2"
+
+
+def test_more_threads_than_cpus_are_refused_in_one_line(monkeypatch, capsys):
+    monkeypatch.setattr(cli, "available_cpus", lambda: 2)
+
+    def run(argv):
+        p = cli.ArgumentParser(prog="prog")
+        cli.add_threads_option(p)
+        return p.parse_args(argv).threads
+    assert _run_main(run, ["--threads", "2"]) == 2   # the value, returned as the status
+    assert _run_main(run, ["--threads", "1000"]) == cli.EXIT_USAGE
+    assert capsys.readouterr().err == ("prog: error: argument --threads: 1000 is more than the "
+                                       "maximum of 2 threads, the CPUs this process may use\n")
+
+
+def test_available_cpus_are_those_of_the_affinity_mask():
+    expected = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert cli.available_cpus() == expected
+
+
+def _progress(argv):
+    cli.progress("step 1")
+    return cli.EXIT_OK
+
+
+def _bad_input(argv):
+    raise cli.UsageError("--steps 0")
+
+
+def _interrupted(argv):
+    raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("run, status", [(_progress, cli.EXIT_USAGE), (_bad_input, cli.EXIT_USAGE),
+                                         (_interrupted, cli.EXIT_INTERRUPTED)])
+def test_stderr_that_cannot_be_written_keeps_the_status_of_what_happened(run, status,
+                                                                         monkeypatch):
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full on this system")
+    full = open("/dev/full", "w", buffering=1)   # line-buffered, as sys.stderr
+    monkeypatch.setattr(sys, "stderr", full)
+    assert _run_main(run) == status   # not 1 (a run diverged), and no exception
+    monkeypatch.undo()
+    with contextlib.suppress(OSError):   # the line that could not be written is still buffered
+        full.close()
+
+
+class _ReaderGoesAway(io.StringIO):
+    """stdout whose reader leaves after ``n`` characters (``| head -c n``)."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.n = n
+
+    def write(self, text):
+        if len(self.getvalue()) >= self.n:
+            raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+        return super().write(text)
+
+
+def test_a_closed_pipe_stops_the_command_at_its_next_write_with_cats_status(monkeypatch):
+    written = []
+
+    def run(argv):
+        for i in range(1000):
+            print(i)
+            written.append(i)
+        return cli.EXIT_DIVERGED
+    monkeypatch.setattr(sys, "stdout", _ReaderGoesAway(10))
+    assert _run_main(run) == cli.EXIT_BROKEN_PIPE == 128 + 13   # 128 + SIGPIPE, as cat's
+    assert written == [0, 1, 2, 3, 4]   # "0\n".."4\n" are 10 characters; the 6th print raised
+
+
+def test_a_character_stdout_cannot_encode_is_escaped_not_raised(monkeypatch):
+    raw = io.BytesIO()
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(raw, encoding="ascii"))
+    assert _run_main(lambda argv: print("Café ± ReLU²") or cli.EXIT_OK) == 0
+    assert raw.getvalue() == b"Caf\\xe9 \\xb1 ReLU\\xb2\n"
 
 
 def test_write_outputs_writes_in_order_and_removes_nothing_else(tmp_path):

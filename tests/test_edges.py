@@ -274,14 +274,26 @@ def test_stdout_to_dev_full_is_one_line_and_exit_2(module, tmp_path, checkpoint)
 
 
 @pytest.mark.parametrize("module", ["experiments.generate", "experiments.norm_cost"])
-def test_a_closed_pipe_is_quiet_and_keeps_the_status(module, tmp_path, checkpoint):
+def test_a_closed_pipe_is_quiet_and_status_141_as_for_cat(module, tmp_path, checkpoint):
     proc = subprocess.Popen([sys.executable, "-m", module,
                              *_tiny_args(module, tmp_path, checkpoint)], cwd=tmp_path,
                             env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     proc.stdout.close()  # the reader went away (like `| head -0`)
     err = proc.stderr.read().decode()
-    assert proc.wait(timeout=120) == 0, err
+    assert proc.wait(timeout=120) == 128 + 13, err   # 128 + SIGPIPE, what the shell says of cat
     assert "Traceback" not in err and "error" not in err
+
+
+@pytest.mark.parametrize("steps", ["0", "1"])
+def test_stderr_to_dev_full_is_status_2_not_diverged(steps, tmp_path):
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full on this system")
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "experiments.four_variants", "--steps", steps,
+                            *TINY, "--output-dir", str(tmp_path / "out")], cwd=tmp_path,
+                           env=_env(), stdout=subprocess.PIPE, stderr=full, timeout=120)
+    assert r.returncode == 2 and r.stdout == b""   # bad input, or the first progress line
+    assert not (tmp_path / "out").exists()
 
 
 # ---------------------------------------------------------------- 4. long runs, no terminal

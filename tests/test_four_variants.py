@@ -405,7 +405,7 @@ def test_a_closed_stdout_still_writes_the_outputs(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     proc.stdout.close()  # the reader went away before the first line (like `| head -0`)
     err = proc.stderr.read().decode()
-    assert proc.wait(timeout=300) == 0, err
+    assert proc.wait(timeout=300) == cli.EXIT_BROKEN_PIPE, err
     assert "Traceback" not in err
     assert set(all_files(out)) - PNGS == {"curves.csv", "results.json", "run_log.txt"}
 
@@ -561,6 +561,25 @@ def test_without_matplotlib_one_line_says_how_to_install_it(tmp_path, capsys, mo
     hint = [ln for ln in err if "matplotlib" in ln]
     assert len(hint) == 1 and 'pip install -e ".[plot]"' in hint[0]
     assert sorted(p.name for p in out.iterdir()) == ["curves.csv", "results.json", "run_log.txt"]
+
+
+@pytest.mark.parametrize("cap", [None, 1])
+def test_the_run_log_says_how_many_positions_each_loss_is_the_mean_over(cap, tmp_path, capsys):
+    from gpt.data import CharTokenizer, load_corpus
+    text = load_corpus()
+    n = len(CharTokenizer(text).encode(text))
+    train, val = int(0.9 * n) - 1, n - int(0.9 * n) - 1   # target positions of each split
+    out = tmp_path / "out"
+    extra = [] if cap is None else ["--eval-tokens", str(cap)]
+    assert main(TINY + ["--steps", "2", "--no-plots", "--output-dir", str(out)] + extra) == 0
+    log = " ".join((out / "run_log.txt").read_text().split())
+    if cap is None:
+        said = f"all {train:,} positions of the training split and all {val:,} positions"
+    else:   # one window of block_size 8: fewer than 8 positions cannot be evaluated
+        said = f"8 of {train:,} positions of the training split and 8 of {val:,} positions"
+    assert f"- train/val: mean loss over {said} of the validation split" in log
+    ev = json.loads((out / "results.json").read_text())["config"]["evaluation"]
+    assert ev["train_loss_tokens"] == (train if cap is None else 8)
 
 
 def test_figures_are_pngs(tmp_path, capsys):

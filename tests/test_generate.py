@@ -254,3 +254,63 @@ def test_module_entry_point_one_line_no_traceback(ckpt):
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert "'é' (U+00E9) at position 1" in proc.stderr
+
+
+def test_the_text_streams_and_a_closed_pipe_stops_the_sampling(ckpt, monkeypatch):
+    import errno
+    import io
+    import sys
+
+    class ReaderGoesAway(io.StringIO):   # `| head -c 20`
+        def write(self, text):
+            if len(self.getvalue()) >= 20:
+                raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+            return super().write(text)
+
+    sampled = []
+
+    def counting(*args, on_token, **kwargs):
+        return generate(*args, on_token=lambda t: (sampled.append(t), on_token(t)), **kwargs)
+    monkeypatch.setattr(generate_cli, "generate", counting)
+    stdout = ReaderGoesAway()
+    monkeypatch.setattr(sys, "stdout", stdout)
+    with pytest.raises(SystemExit) as e:
+        _main(["--checkpoint", str(ckpt), "--prompt", "hbc", "--max-new-tokens", "100000",
+               "--temperature", "0"])
+    assert e.value.code == cli.EXIT_BROKEN_PIPE
+    # "hbc" and the first character, then one a step: 17 steps fill the 20 characters, the
+    # 18th step's write fails and the sampling stops there (not 100,000 steps later)
+    assert len(sampled) == 18
+    tok = CharTokenizer(TEXT)
+    greedy = generate(load_checkpoint(ckpt), tok.encode("hbc")[None], 17, temperature=0)
+    assert stdout.getvalue() == tok.decode(greedy[0])
+
+
+def test_weights_that_give_nan_logits_print_nothing_on_stdout(tmp_path, capsys):
+    model = _model()
+    model.load_state_dict({k: np.full_like(v, np.nan) for k, v in model.state_dict().items()})
+    path = tmp_path / "nan.npz"
+    save_checkpoint(model, path, tokenizer=CharTokenizer(TEXT))
+    with pytest.raises(SystemExit) as e:
+        _main(["--checkpoint", str(path), "--prompt", "abc"])
+    captured = capsys.readouterr()
+    assert e.value.code == 2 and captured.out == ""
+    assert captured.err.count("\n") == 1 and "non-finite logits" in captured.err
+
+
+@pytest.mark.slow
+def test_a_non_ascii_vocabulary_under_an_ascii_stdout_is_escaped_not_a_traceback(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    path = tmp_path / "fr.npz"
+    save_checkpoint(_model(), path, tokenizer=CharTokenizer("abcdefghijé"))   # é is id 10
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]),
+               PYTHONIOENCODING="ascii")
+    proc = subprocess.run([sys.executable, "-m", "experiments.generate", "--checkpoint",
+                           str(path), "--prompt", "é", "--max-new-tokens", "30"], env=env,
+                          capture_output=True, timeout=120)
+    assert proc.returncode == 0 and proc.stderr == b"", proc.stderr
+    out = proc.stdout.decode("ascii")   # every byte ASCII
+    assert out.startswith("\\xe9") and len(out.replace("\\xe9", "x")) == 1 + 30 + 1

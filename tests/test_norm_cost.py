@@ -192,7 +192,7 @@ def test_the_verdict_says_an_implausible_ratio_is_not_to_be_quoted():
     shape = {"B": 32, "T": 32, "C": 64, "passes": {
         p: {"ratio_rms_over_ln": r, "ln": {"minor_faults_per_call": 0},
             "rms": {"minor_faults_per_call": 0}} for p in norm_cost.PASSES}}
-    lines = [v for v in norm_cost.verdict([shape]) if v.startswith("Time")]
+    lines = [v for v in norm_cost.verdict([shape], 15) if v.startswith("Time")]
     assert len(lines) == 2
     assert all("= 0.02 is not a measurement to quote" in v and "busy" in v for v in lines)
 
@@ -203,6 +203,22 @@ def test_the_verdict_does_not_call_equal_printed_savings_larger():
     shape = {"B": 32, "T": 32, "C": 64, "passes": {
         p: {"ratio_rms_over_ln": r, "ln": {"minor_faults_per_call": 0},
             "rms": {"minor_faults_per_call": 0}} for p in norm_cost.PASSES}}
-    lines = [v for v in norm_cost.verdict([shape]) if v.startswith("Time")]
+    lines = [v for v in norm_cost.verdict([shape], 15) if v.startswith("Time")]
     assert len(lines) == 2
     assert all("the saving the FLOPs predict (43%)" in v and "larger" not in v for v in lines)
+
+
+@pytest.mark.parametrize("repeats", [1, 4])
+def test_too_few_repeats_give_the_times_and_no_verdict(repeats):
+    # one sample: median = both quartiles, a zero-width "IQR" that would call 0.57 a larger
+    # saving than the FLOPs' 0.67
+    r = dict(_ratio(0.57, 0.57, 0.57), flops=0.67, time_p25=0.57, time_p75=0.57)
+    shape = {"B": 32, "T": 32, "C": 64, "passes": {
+        p: {"ratio_rms_over_ln": r, "ln": {"minor_faults_per_call": 0},
+            "rms": {"minor_faults_per_call": 0}} for p in norm_cost.PASSES}}
+    lines = [v for v in norm_cost.verdict([shape], repeats) if v.startswith("Time")]
+    assert len(lines) == 2
+    assert all(f"= 0.57 from {repeats} repeat" in v and "no verdict" in v
+               and "saving" not in v and "--repeats 5 or more" in v for v in lines)
+    five = [v for v in norm_cost.verdict([shape], 5) if v.startswith("Time")]
+    assert all("a larger saving than the FLOPs predict" in v for v in five)
