@@ -308,6 +308,9 @@ def write_json(path, obj):
 
 def progress(line):
     """One progress line on stderr, flushed (one write, so lines of several processes do not
-    interleave)."""
-    sys.stderr.write(line + "\n")
-    sys.stderr.flush()
+    interleave). Raises the OSError of a stderr that cannot be written, named "<stderr>"."""
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except OSError as e:  # 2>/dev/full: main's status 2, without taking it for stdout's error
+        raise type(e)(e.errno, e.strerror, "<stderr>") from None
