@@ -236,8 +236,8 @@ def main(prog, run, argv=None):
 
 
 def check_output_dir(path, names=()):
-    """Check, before any work and without creating anything, that the folder ``path`` is or can
-    be made writable (its nearest existing ancestor is a writable folder) and that none of
+    """Check, before any work, that the folder ``path`` is or can be made writable (a temporary
+    file can be made in its nearest existing ancestor, and is removed) and that none of
     ``names`` in it is a folder, a FIFO or a device; returns it as a ``Path``.
 
     Raises:
@@ -248,8 +248,10 @@ def check_output_dir(path, names=()):
     existing = next(p for p in (path, *path.parents) if p.exists() or p == Path(p.anchor))
     if not existing.is_dir():
         raise UsageError(f"output folder {path}: {existing} is not a directory")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise UsageError(f"output folder {path}: {existing} is not writable")
+    try:  # a real write: root passes os.access on /proc and /sys
+        tempfile.TemporaryFile(dir=existing).close()
+    except OSError as e:
+        raise UsageError(f"output folder {path}: {existing} is not writable ({e.strerror})")
     for name in names:
         dest = path / name
         if os.path.lexists(dest) and not (dest.is_file() or dest.is_symlink()):
