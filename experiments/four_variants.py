@@ -10,6 +10,7 @@ batches, so with ``--seeds N`` the variants pair seed by seed (95 % Student-t in
     python -m experiments.four_variants --tiny                     # 200 steps, seed 0
     python -m experiments.four_variants --tiny --seeds 5 --jobs 2  # seeds 0..4, intervals
     python -m experiments.four_variants --full                     # 2000 steps
+    python -m experiments.four_variants --full --seeds 10 --scheduler tcp://10.0.0.5:8786
 
 Prints the chapter's table (norm, mlp, params, train, val) and the uniform baseline ln(V);
 train and val are mean losses over every position of each split (a sample of ``--eval-tokens``
@@ -361,8 +362,8 @@ def run_study(study, argv):
                 backward) for v in study.variants for s in plan.seeds]
     workers = min(args.jobs or max(1, cli.available_cpus() // args.threads), len(jobs))
     client = connect(args.scheduler) if args.scheduler else None
-    where = (f"on the Dask cluster at {args.scheduler} ({sum(client.nthreads().values())} "
-             f"worker threads)" if client else f"{workers} at a time")
+    where = (f"on the Dask cluster at {args.scheduler}, {sum(client.nthreads().values())} at a "
+             f"time" if client else f"{workers} at a time")
     cli.progress(f"{study.name}: {len(jobs)} runs x {plan.steps} steps, corpus "
                  f"{plan.corpus_label} ({len(plan.text)} characters, vocab {plan.vocab_size}), "
                  f"train/val {len(plan.train_data)}/{len(plan.val_data)} tokens, "

@@ -41,7 +41,7 @@ def _same_numbers(a, b):
 def test_a_cluster_gives_the_numbers_of_jobs_1(cluster, serial, tmp_path, capsys):
     out = tmp_path / "out"
     assert main(ARGS + ["--scheduler", cluster.scheduler_address, "--output-dir", str(out)]) == 0
-    assert f"on the Dask cluster at {cluster.scheduler_address} (2 worker threads)" in \
+    assert f"on the Dask cluster at {cluster.scheduler_address}, 2 at a time" in \
         capsys.readouterr().err
     _same_numbers(out, serial)
     assert _strip_times(_load(out)[0]) == _strip_times(_load(serial)[0])  # results.json
