@@ -356,6 +356,8 @@ def run_study(study, argv):
     args = build_parser(study).parse_args(argv)
     plan = plan_study(study, args)
     out = cli.check_output_dir(args.output_dir, ("results.json", "run_log.txt", "curves.csv"))
+    if args.backward and args.scheduler:  # a Dask worker lives on: it would keep the swaps
+        raise cli.UsageError("--backward trains on this machine only: leave out --scheduler")
     backward = exercise.backward_swaps(args.backward) if args.backward else ()
     jobs = [Job(v, plan.configs[v.name], s, plan.steps, args, plan.train_data, plan.val_data,
                 f"{v.name}{f' s{s}' if len(plan.seeds) > 1 else ''}".ljust(12), study.instrument,

@@ -123,3 +123,9 @@ def test_no_scheduler_at_the_address_is_one_line(tmp_path, capsys, monkeypatch):
 def test_jobs_and_scheduler_exclude_each_other(tmp_path, capsys):
     _one_line_no_output(["--jobs", "2", "--scheduler", "tcp://127.0.0.1:8786"], tmp_path, capsys,
                         "--scheduler: not allowed with argument --jobs")
+
+
+def test_backward_stays_on_this_machine(tmp_path, capsys):
+    # a worker that installed a learner's backward would keep it for every later run
+    _one_line_no_output(["--backward", str(tmp_path), "--scheduler", "tcp://127.0.0.1:8786"],
+                        tmp_path, capsys, "--backward trains on this machine only")
