@@ -10,6 +10,7 @@ batches, so with ``--seeds N`` the variants pair seed by seed (95 % Student-t in
     python -m experiments.four_variants --tiny                     # 200 steps, seed 0
     python -m experiments.four_variants --tiny --seeds 5 --jobs 2  # seeds 0..4, intervals
     python -m experiments.four_variants --full                     # 2000 steps
+    python -m experiments.four_variants --full --seeds 10 --scheduler tcp://10.0.0.5:8786
 
 Prints the chapter's table (norm, mlp, params, train, val) and the uniform baseline ln(V);
 train and val are mean losses over every position of each split (a sample of ``--eval-tokens``
@@ -22,6 +23,7 @@ Exit status: 0 every run trained; 1 a run's loss became NaN or infinite (it stop
 others go on, everything is written); 2 bad input (one line, nothing written); 130 Ctrl-C.
 """
 import concurrent.futures
+import contextlib
 import datetime
 import math
 import multiprocessing
@@ -47,6 +49,7 @@ PROG = "python -m experiments.four_variants"
 TINY_STEPS, FULL_STEPS, MAX_STEPS = 200, 2000, 1_000_000
 TRAIN_FRACTION, WEIGHT_DECAY, CLIP = 0.9, 0.01, 1.0
 EVAL_TOKENS = 16384  # cap on the positions a final loss covers (the built-in corpus: all)
+CONNECT_TIMEOUT = 10  # seconds to reach a Dask scheduler (Dask's default: 30)
 VARIANTS = (("ln", "gelu"), ("rms", "gelu"), ("ln", "swiglu"), ("rms", "swiglu"))
 steps_arg = cli.bounded_int(1, MAX_STEPS, "steps per run")
 
@@ -109,8 +112,13 @@ def build_parser(study):
                    help="a UTF-8 text file (default: the built-in corpus)")
     p.add_argument("--output-dir", type=cli.path_arg, default=f"outputs/{study.name}",
                    metavar="DIR", help="where the files go")
-    p.add_argument("--jobs", type=cli.positive_int, metavar="N", help="runs trained at a time, each in "
-                   "a worker process (default: CPUs / --threads); the numbers do not depend on N")
+    runner = p.add_mutually_exclusive_group()
+    runner.add_argument("--jobs", type=cli.positive_int, metavar="N", help="runs trained at a time, "
+                        "each in a worker process (default: CPUs / --threads); the numbers do not "
+                        "depend on N")
+    runner.add_argument("--scheduler", metavar="ADDRESS", help="train the runs on the workers of "
+                        "the Dask cluster whose scheduler is at ADDRESS, e.g. tcp://10.0.0.5:8786 "
+                        "(the cluster extra); the numbers are those of --jobs 1")
     p.add_argument("--eval-every", type=cli.positive_int, default=10, metavar="K",
                    help="validation loss every K steps (curves.csv)")
     p.add_argument("--eval-tokens", type=cli.positive_int, default=EVAL_TOKENS, metavar="N",
@@ -286,18 +294,51 @@ def _start_worker():
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
-def train_all(jobs, workers):
-    """Yield each job's entry, in order, trained in ``workers`` worker processes.
+def connect(address):
+    """A ``distributed.Client`` of the Dask scheduler at ``address`` (``--scheduler``), e.g.
+    ``"tcp://10.0.0.5:8786"``, reached within ``CONNECT_TIMEOUT`` seconds.
+
+    Raises:
+        UsageError: dask's ``distributed`` is not installed (the ``cluster`` extra), or no
+            Dask scheduler answered at ``address`` (a bad address, a timeout, another service).
+    """
+    try:
+        import distributed
+    except ImportError:
+        raise cli.UsageError("--scheduler needs dask's distributed, the cluster extra: "
+                             'pip install -e ".[cluster]"') from None
+    try:
+        return distributed.Client(address, timeout=CONNECT_TIMEOUT)
+    except Exception as e:  # Dask's OSError, ValueError (an address), ... (another service)
+        raise cli.UsageError(f"no Dask scheduler at {address}: {e}") from None
+
+
+def train_all(jobs, workers, client=None):
+    """Yield each job's entry, in order, trained in ``workers`` worker processes, or, given
+    ``client`` (a ``distributed.Client``, closed at the end), on its Dask cluster's workers.
 
     Every run trains in a worker, also with ``--jobs 1``: a worker is spawned (a fresh
     interpreter), so its NumPy reads the ``OPENBLAS_NUM_THREADS`` that ``cli.main`` set, which
     this process's NumPy, loaded before ``main`` ran, cannot (two BLAS threads on a busy 2-core
     machine made a run 5 times slower: docs/performance.md). SIGINT is held while the workers
-    start and ignored once they run; on a Ctrl-C or an error this process stops them at once.
+    start and ignored once they run; on a Ctrl-C or an error this process stops them at once
+    (a Dask cluster's are cancelled: a run already training finishes there, unread). A run is
+    a pure function of its job, so a cluster that loses a worker trains its runs again
+    elsewhere to the same numbers.
     """
-    with concurrent.futures.ProcessPoolExecutor(
-            workers, mp_context=multiprocessing.get_context("spawn"),
-            initializer=_start_worker) as pool:
+    if client is None:
+        pool = concurrent.futures.ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker)
+
+        def stop():
+            for process in list(pool._processes.values()):  # Python 3.14: terminate_workers()
+                process.terminate()
+    else:
+        pool = client.get_executor()
+
+        def stop():
+            pool.shutdown(wait=False)  # cancels every run queued or training
+    with client or contextlib.nullcontext(), pool:  # the pool closes first, then the client
         held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             results = pool.map(train_one, jobs)
@@ -306,8 +347,7 @@ def train_all(jobs, workers):
         try:
             yield from results
         except BaseException:
-            for process in list(pool._processes.values()):  # Python 3.14: terminate_workers()
-                process.terminate()
+            stop()
             raise
 
 
@@ -316,17 +356,22 @@ def run_study(study, argv):
     args = build_parser(study).parse_args(argv)
     plan = plan_study(study, args)
     out = cli.check_output_dir(args.output_dir, ("results.json", "run_log.txt", "curves.csv"))
+    if args.backward and args.scheduler:  # a Dask worker lives on: it would keep the swaps
+        raise cli.UsageError("--backward trains on this machine only: leave out --scheduler")
     backward = exercise.backward_swaps(args.backward) if args.backward else ()
     jobs = [Job(v, plan.configs[v.name], s, plan.steps, args, plan.train_data, plan.val_data,
                 f"{v.name}{f' s{s}' if len(plan.seeds) > 1 else ''}".ljust(12), study.instrument,
                 backward) for v in study.variants for s in plan.seeds]
-    workers = args.jobs or max(1, cli.available_cpus() // args.threads)
+    workers = min(args.jobs or max(1, cli.available_cpus() // args.threads), len(jobs))
+    client = connect(args.scheduler) if args.scheduler else None
+    where = (f"on the Dask cluster at {args.scheduler}, {sum(client.nthreads().values())} at a "
+             f"time" if client else f"{workers} at a time")
     cli.progress(f"{study.name}: {len(jobs)} runs x {plan.steps} steps, corpus "
                  f"{plan.corpus_label} ({len(plan.text)} characters, vocab {plan.vocab_size}), "
                  f"train/val {len(plan.train_data)}/{len(plan.val_data)} tokens, "
-                 f"{min(workers, len(jobs))} at a time, run {plan.run_id}")
+                 f"{where}, run {plan.run_id}")
     runs = []
-    for entry in train_all(jobs, min(workers, len(jobs))):
+    for entry in train_all(jobs, workers, client):
         runs.append(entry)
         cli.progress(_report.run_line(study, entry, len(plan.seeds)))
     report = _report.Report(plan, runs)

@@ -385,7 +385,7 @@ def test_memory_lower_bound_counts_the_weights_four_times():
 
 
 def test_out_of_memory_is_one_line(tmp_path, capsys, monkeypatch):
-    def oom(jobs, workers):
+    def oom(jobs, workers, client=None):
         raise MemoryError("Unable to allocate 96.0 GiB")
 
     monkeypatch.setattr(four_variants, "train_all", oom)
@@ -644,7 +644,7 @@ def test_help_shows_the_defaults(capsys):
 
 
 def test_interrupted_writes_nothing(tmp_path, capsys, monkeypatch):
-    def interrupted(jobs, workers):
+    def interrupted(jobs, workers, client=None):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(four_variants, "train_all", interrupted)

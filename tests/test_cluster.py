@@ -1,0 +1,131 @@
+"""``--scheduler ADDRESS``: a study's runs on a Dask cluster (a ``LocalCluster`` of two worker
+processes, one thread each) give the numbers of ``--jobs 1``, also when a worker dies
+mid-sweep; Ctrl-C is status 130; without distributed, or with no scheduler at the address,
+one line, status 2, nothing written. The cluster tests skip without distributed (the
+``cluster`` extra).
+"""
+import dataclasses
+import os
+import socket
+import sys
+
+import pytest
+
+from experiments import four_variants
+from test_four_variants import TINY, _load, _strip_times, main
+
+ARGS = TINY + ["--seeds", "2", "--no-plots"]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0") as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def serial(tmp_path_factory):
+    out = tmp_path_factory.mktemp("serial")
+    assert main(ARGS + ["--jobs", "1", "--output-dir", str(out)]) == 0
+    return out
+
+
+def _same_numbers(a, b):
+    assert (a / "curves.csv").read_bytes() == (b / "curves.csv").read_bytes()
+    assert _strip_times(_load(a)[0])["runs"] == _strip_times(_load(b)[0])["runs"]
+
+
+@pytest.mark.slow
+def test_a_cluster_gives_the_numbers_of_jobs_1(cluster, serial, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(ARGS + ["--scheduler", cluster.scheduler_address, "--output-dir", str(out)]) == 0
+    assert f"on the Dask cluster at {cluster.scheduler_address}, 2 at a time" in \
+        capsys.readouterr().err
+    _same_numbers(out, serial)
+    assert _strip_times(_load(out)[0]) == _strip_times(_load(serial)[0])  # results.json
+    assert (out / "run_log.txt").read_text() == (serial / "run_log.txt").read_text()
+
+
+class DieOnce:
+    """A ``Variant.modify`` that ends its worker process the first time it is called (a
+    machine lost mid-sweep) and changes nothing afterwards."""
+    __name__ = "die_once"
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __call__(self, model):
+        try:
+            open(self.marker, "x").close()
+        except FileExistsError:
+            return
+        os._exit(1)
+
+
+@pytest.mark.slow
+def test_a_worker_lost_mid_sweep_changes_no_number(cluster, serial, tmp_path):
+    first, *others = four_variants.STUDY.variants
+    lossy = dataclasses.replace(four_variants.STUDY, variants=(
+        dataclasses.replace(first, modify=DieOnce(tmp_path / "died")), *others))
+    out = tmp_path / "out"
+    assert main(ARGS + ["--scheduler", cluster.scheduler_address, "--output-dir", str(out)],
+                lossy) == 0
+    assert (tmp_path / "died").exists()  # a worker did die
+    _same_numbers(out, serial)
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_a_cluster_is_status_130_and_writes_nothing(cluster, tmp_path, capsys,
+                                                            monkeypatch):
+    import distributed
+    calls, result = [], distributed.Future.result
+
+    def interrupted(self, *a, **k):  # Ctrl-C while the second run is awaited
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return result(self, *a, **k)
+
+    monkeypatch.setattr(distributed.Future, "result", interrupted)
+    out = tmp_path / "out"
+    assert main(ARGS + ["--scheduler", cluster.scheduler_address, "--output-dir", str(out)]) == 130
+    assert capsys.readouterr().err.splitlines()[-1] == f"{four_variants.PROG}: interrupted"
+    assert not out.exists()
+
+
+def _one_line_no_output(args, tmp_path, capsys, needle):
+    code = main(ARGS + args + ["--output-dir", str(tmp_path / "out")])
+    cap = capsys.readouterr()
+    assert code == 2 and cap.out == ""
+    assert len(cap.err.strip().splitlines()) == 1 and needle in cap.err, cap.err
+    assert not (tmp_path / "out").exists()
+
+
+def test_without_distributed_scheduler_names_the_extra(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed: ImportError
+    _one_line_no_output(["--scheduler", "tcp://127.0.0.1:8786"], tmp_path, capsys,
+                        'pip install -e ".[cluster]"')
+
+
+def test_no_scheduler_at_the_address_is_one_line(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("distributed")
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setattr(four_variants, "CONNECT_TIMEOUT", 0.5)
+    _one_line_no_output(["--scheduler", f"tcp://127.0.0.1:{port}"], tmp_path, capsys,
+                        f"no Dask scheduler at tcp://127.0.0.1:{port}: Timed out")
+    _one_line_no_output(["--scheduler", "127.0.0.1"], tmp_path, capsys, "missing port")
+
+
+def test_jobs_and_scheduler_exclude_each_other(tmp_path, capsys):
+    _one_line_no_output(["--jobs", "2", "--scheduler", "tcp://127.0.0.1:8786"], tmp_path, capsys,
+                        "--scheduler: not allowed with argument --jobs")
+
+
+def test_backward_stays_on_this_machine(tmp_path, capsys):
+    # a worker that installed a learner's backward would keep it for every later run
+    _one_line_no_output(["--backward", str(tmp_path), "--scheduler", "tcp://127.0.0.1:8786"],
+                        tmp_path, capsys, "--backward trains on this machine only")
