@@ -340,12 +340,14 @@ def train_all(jobs, workers, client=None):
             pool.shutdown(wait=False)  # cancels every run queued or training
     with client or contextlib.nullcontext(), pool:  # the pool closes first, then the client
         held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        try:
-            results = pool.map(train_one, jobs)
+        try:  # submit, not map: map cancels the queued runs on a Ctrl-C, and Python 3.11's
+            # pool then fails to mark them broken (an InvalidStateError traceback)
+            futures = [pool.submit(train_one, job) for job in jobs]
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
         try:
-            yield from results
+            for future in futures:
+                yield future.result()
         except BaseException:
             stop()
             raise
@@ -362,7 +364,11 @@ def run_study(study, argv):
     jobs = [Job(v, plan.configs[v.name], s, plan.steps, args, plan.train_data, plan.val_data,
                 f"{v.name}{f' s{s}' if len(plan.seeds) > 1 else ''}".ljust(12), study.instrument,
                 backward) for v in study.variants for s in plan.seeds]
-    workers = min(args.jobs or max(1, cli.available_cpus() // args.threads), len(jobs))
+    cpus = cli.available_cpus()
+    workers = min(args.jobs or max(1, cpus // args.threads), len(jobs))
+    if args.threads > 1 and workers * args.threads > cpus:  # BLAS threads spin: 10x slower
+        raise cli.UsageError(f"--jobs {workers} x --threads {args.threads} is more BLAS threads "
+                             f"than the {cpus} CPUs this process may use")
     client = connect(args.scheduler) if args.scheduler else None
     where = (f"on the Dask cluster at {args.scheduler}, {sum(client.nthreads().values())} at a "
              f"time" if client else f"{workers} at a time")

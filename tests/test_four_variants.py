@@ -596,8 +596,10 @@ def test_figures_are_pngs(tmp_path, capsys):
     (["--jobs", "0"], "--jobs"),
     (["--eval-every", "-1"], "--eval-every"),
     (["--seeds", "two"], "--seeds"),
+    (["--seeds", "2", "--jobs", "2", "--threads", "2"], "more BLAS threads than the 2 CPUs"),
 ])
-def test_bad_runner_options(args, needle, tmp_path, capsys):
+def test_bad_runner_options(args, needle, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(four_variants.cli, "available_cpus", lambda: 2)
     code = main(TINY + args + ["--output-dir", str(tmp_path / "out")])
     cap = capsys.readouterr()
     assert code == 2 and cap.out == ""
