@@ -53,6 +53,9 @@ class LearnerError(Exception):
         self.text, self.line = text, line
 
 
+LEARNERS = (Exception, SystemExit)   # what the learner's code may raise: all but a Ctrl-C
+
+
 def learner_error(e, path, subject, context=""):
     """A ``LearnerError`` for exception ``e`` raised by the code of the file ``path``: its line
     reads "<subject> raised <type> at <file>:<line><context>: <message>"."""
@@ -70,18 +73,25 @@ def load_backward(ex, path):
     """Import the file ``path`` and return its ``<name>_backward``.
 
     Raises:
-        cli.UsageError: no such file, or no such function in it.
-        LearnerError: the file raised when imported (a SyntaxError, a NameError, ...).
+        cli.UsageError: a folder, no such file, not a .py file, not UTF-8 text, or no such
+            function in it.
+        LearnerError: the file raised when imported (a SyntaxError, a NameError, a
+            ``sys.exit()``...).
     """
     path = Path(path)
-    if not path.is_file():
-        raise cli.UsageError(f"{path}: no such file ({PROG} start {ex.name} writes one)")
+    why = ("is a folder" if path.is_dir() else "no such file" if not path.is_file() else
+           "not a .py file" if path.suffix != ".py" else "")
+    if why:
+        raise cli.UsageError(f"{path}: {why} ({PROG} start {ex.name} writes {ex.name}.py)")
     module = types.ModuleType(f"exercise_{ex.name}")
     module.__file__ = str(path.resolve())
-    source = path.read_bytes()      # an OSError is bad input: main says so in one line
+    try:     # an OSError is bad input too: main says so in one line
+        source = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise cli.UsageError(f"cannot read {path} as Python source: {e}") from None
     try:   # compiled from the source every time: no bytecode cache, never a stale one
         exec(compile(source, module.__file__, "exec"), module.__dict__)
-    except Exception as e:
+    except LEARNERS as e:
         raise learner_error(e, path, f"importing {path}") from None
     fn = getattr(module, ex.function, None)
     if not callable(fn):
@@ -162,7 +172,7 @@ def _call(ex, fn, path, cases):
                 f"{ex.function} in {path} is not implemented yet (it raises "
                 f"NotImplementedError): write it, its docstring leads the way; then check "
                 f"again"]), modified
-        except Exception as e:
+        except LEARNERS as e:
             return None, Verdict("raised", error=learner_error(
                 e, path, f"your {ex.function}", f" on {case.label}")), modified
         bad = _structure(ex, got)

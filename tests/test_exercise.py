@@ -430,13 +430,44 @@ def test_a_syntax_error_is_shown_as_python_shows_it(tmp_path, capsys):
     assert "SyntaxError" in err and f"{exercise.PROG}: importing {path} raised SyntaxError" in err
 
 
+@pytest.mark.parametrize("where", ["import", "backward"])
+@pytest.mark.parametrize("call,said", [("sys.exit()", "SystemExit at"),
+                                       ("sys.exit(3)", "SystemExit at"),
+                                       ("raise SystemExit('bye')", "SystemExit at")])
+def test_a_sys_exit_in_the_learners_code_is_an_exception_of_theirs(tmp_path, capsys, where,
+                                                                    call, said):
+    body = f"    {call}" if where == "backward" else "    return dout, dout, dout"
+    path = _learner_file(tmp_path, "layernorm", body)
+    if where == "import":
+        path.write_text(path.read_text() + f"\n{call}\n")
+    path.write_text("import sys\n" + path.read_text())
+    capsys.readouterr()
+    assert main(["check", "layernorm", "--file", str(path)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    subject = f"importing {path}" if where == "import" else "your layernorm_backward"
+    assert err[-1].startswith(f"{exercise.PROG}: {subject} raised {said} {path}:"), err
+
+
 @pytest.mark.parametrize("argv,words", [
     (["check", "layernorm", "--file", "nowhere.py"], "nowhere.py: no such file"),
+    (["check", "layernorm", "--file", "."], ".: is a folder"),
     (["check", "nosuch"], "invalid choice: 'nosuch'"),
     (["start"], "the following arguments are required: NAME"),
 ])
 def test_bad_input_is_one_line_and_status_2(capsys, argv, words):
     assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and words in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("name,content,words", [
+    ("notes.txt", b"def layernorm_backward(dout, cache):\n    pass\n", "notes.txt: not a .py file"),
+    ("layernorm.py", bytes(range(128, 256)), "layernorm.py as Python source: 'utf-8' codec"),
+])
+def test_a_file_that_is_not_python_source_is_bad_input(tmp_path, capsys, name, content, words):
+    path = tmp_path / name
+    path.write_bytes(content)
+    assert main(["check", "layernorm", "--file", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and words in err and "Traceback" not in err
 
