@@ -104,13 +104,16 @@ def load_backward(ex, path):
 @dataclass
 class Verdict:
     """What ``check`` found. ``status``: "right", "wrong", "not implemented" or "raised";
-    ``lines``: the report for stdout; ``trainable``: every gradient has its input's shape and
-    dtype in float64 and float32 (so the engine takes it, whatever its values); ``error``: the
-    ``LearnerError`` when the learner's code raised."""
+    ``lines``: the report for stdout; ``error``: the ``LearnerError`` when the learner's code
+    raised; ``blocker``: why the engine would refuse it in training (its error's line, a wrong
+    count, shape or dtype of a gradient), "" when it takes it, whatever its values."""
     status: str
     lines: List[str] = field(default_factory=list)
-    trainable: bool = False
     error: Optional[LearnerError] = None
+    blocker: str = ""
+
+    def __post_init__(self):
+        self.blocker = self.error.line if self.error else self.blocker
 
 
 def _describe(obj):
@@ -129,7 +132,7 @@ def _structure(ex, got):
     if n > 1 and not (isinstance(got, (tuple, list)) and len(got) == n):
         return f"{ex.function} returns {_describe(got)}; it must return {n} arrays, ({grads})"
     for g, a in zip(ex.grads, as_tuple(got)):
-        if not isinstance(a, np.ndarray):
+        if not isinstance(a, (np.ndarray, np.generic)):     # a NumPy scalar is a 0-d array
             return f"{g} is {_describe(a)}, not a NumPy array"
     return None
 
@@ -177,21 +180,24 @@ def _call(ex, fn, path, cases):
                 e, path, f"your {ex.function}", f" on {case.label}")), modified
         bad = _structure(ex, got)
         if bad:
-            return None, Verdict("wrong", [bad]), modified
+            return None, Verdict("wrong", [bad], blocker=bad), modified
         if not np.array_equal(dout, case.dout, equal_nan=True):
             modified.add("dout")
         if not all(np.array_equal(a, b, equal_nan=True)
                    for a, b in zip(_arrays(cache), _arrays(case.cache))):
             modified.add("the cache")
-        results.append(as_tuple(got))
+        results.append(tuple(np.asarray(a) for a in as_tuple(got)))
     return results, None, modified
 
 
-def _dtype_lines(g, ys, y32):
-    """What is wrong with the dtypes of gradient ``g`` (float64 cases ``ys``, float32 ``y32``)."""
+def _dtype_lines(g, ys, y32, r32):
+    """What is wrong with the dtypes of gradient ``g`` (float64 cases ``ys``, float32 ``y32``,
+    whose right one is ``r32``)."""
     lines = [f"for float64 inputs your {g} is {y.dtype}: a gradient has its input's dtype"
              for y in ys[:1] if any(y.dtype != np.float64 for y in ys)]
-    if y32.dtype != np.float32:
+    if y32.shape != r32.shape:
+        lines.append(f"for float32 inputs your {g} has shape {y32.shape}; it must be {r32.shape}")
+    elif y32.dtype != np.float32:
         lines.append(f"for float32 inputs your {g} is {y32.dtype}: a gradient has its input's "
                      f"dtype (the GPT trains in float32: a float64 constant or array in your "
                      f"code?)")
@@ -223,23 +229,23 @@ def check(ex, fn, path):
     width = max(len(g) for g in ex.grads) + 2
     lines = [f"{ex.function} of {path}, in float64 on random inputs, weights and upstream "
              f"gradients:", "  " + "; ".join(labels)]
-    wrong, trainable = 0, True
+    wrong, blocker = 0, ""
     for j, g in enumerate(ex.grads):
         ys, rs = [y[j] for y in yours], [c.right[j] for c in cases]
         gterms = [[(f, m, np.broadcast_to(a, r.shape)) for f, m, a in t[g]]  # -rstd * mean(.)
                   for t, r in zip(terms, rs)]                                # is (..., 1)
         ok, said = _diagnose.diagnose(g, [y.astype(np.float64) for y in ys], rs, gterms,
                                       [m.get(g, []) for m in mistakes], labels)
-        shapes = all(y.shape == r.shape for y, r in zip(ys, rs)) and \
-            yours32[j].shape == case32.right[j].shape
-        dtypes = _dtype_lines(g, ys, yours32[j]) if shapes else []
+        shapes = all(y.shape == r.shape for y, r in zip(ys, rs))
+        dtypes = _dtype_lines(g, ys, yours32[j], case32.right[j]) if shapes else []
         if dtypes:
             said = (["wrong: the values are right, the dtype is not"] if ok else said[:1]) \
                 + dtypes + ([] if ok else said[1:])
         elif ok:
             said = [_right_line(ex, j, ys, cases, gterms)]
         ok = ok and not dtypes
-        trainable = trainable and shapes and not dtypes
+        blocker = blocker or (dtypes[0] if dtypes else "" if shapes else
+                              said[0].removeprefix("wrong: "))
         wrong += not ok
         lines += [f"{g:<{width}}{said[0]}"] + [" " * width + s for s in said[1:]]
     if modified:
@@ -250,10 +256,10 @@ def check(ex, fn, path):
     if wrong or modified:
         head = f"{wrong} of {n} gradients wrong" if wrong and n > 1 else "Wrong"
         lines.append(f"{head}. The derivation, when you want it: {ex.link}")
-        return Verdict("wrong", lines, trainable)
+        return Verdict("wrong", lines, blocker=blocker)
     lines.append({1: "Right", 2: "Both gradients right"}.get(n, f"All {n} gradients right")
                  + ". " + train_hint(ex, Path(path).parent))
-    return Verdict("right", lines, trainable)
+    return Verdict("right", lines, blocker=blocker)
 
 
 # ----------------------------------------------------------------------------- training
@@ -291,10 +297,9 @@ def backward_swaps(folder):
             verdict = check(ex, load_backward(ex, path), path)
         except LearnerError as e:
             verdict = Verdict("raised", error=e)
-        if verdict.status != "not implemented" and not verdict.trainable:
-            why = verdict.error.line if verdict.error else "a wrong shape or dtype"
-            raise cli.UsageError(f"{path}: {ex.function} cannot train: {why} ({PROG} check "
-                                 f"{ex.name} --file {path})")
+        if verdict.status != "not implemented" and verdict.blocker:
+            raise cli.UsageError(f"{path}: {ex.function} cannot train: {verdict.blocker} "
+                                 f"({PROG} check {ex.name} --file {path})")
         swaps.append(Swap(ex.name, str(path), verdict.status))
     cli.progress(f"backward passes from {folder}: {trained_with(swaps)}")
     return tuple(swaps)

@@ -127,7 +127,7 @@ def test_the_cases_have_a_batch_of_one_and_a_row_of_one_feature():
 @pytest.mark.parametrize("name", EXERCISES)
 def test_our_own_backward_passes_its_check(name):
     per, v = verdict_lines(name, OURS[name])
-    assert v.status == "right" and v.trainable, v.lines
+    assert v.status == "right" and not v.blocker, v.lines
     assert set(per) == set(EXERCISES[name].grads)
     assert all(lines[0].startswith("right: error") and "central differences" in lines[0]
                for lines in per.values())
@@ -173,7 +173,7 @@ def test_a_mistake_of_broken_is_diagnosed_as_that_mistake(name, fn, said):
     with np.errstate(all="ignore"):      # no_eps divides by a zero variance at C = 1
         per, v = verdict_lines(name, fn)
     assert v.status == "wrong"
-    assert v.trainable == (name != "linear")    # a (C, O) dweight where (O, C) belongs is not
+    assert bool(v.blocker) == (name == "linear")   # a (C, O) dweight where (O, C) belongs
     for g, lines in per.items():
         if g in said:
             assert lines[0].startswith("wrong: largest error") or "transposed" in lines[0]
@@ -234,7 +234,8 @@ def test_a_transposed_weight_gradient_of_any_shape_is_named():
     per, v = verdict_lines("swiglu", planted("swiglu", "dw_gate", lambda r, t: r.T.copy()))
     assert per["dw_gate"] == ["wrong: your dw_gate is the right one transposed: dw_gate has the "
                               "shape of its input, (6, 4) in x (2, 2, 4), H = 6"]
-    assert not v.trainable          # (C, H) where (H, C) belongs: the engine would refuse it
+    assert v.blocker.startswith("your dw_gate is the right one transposed")   # the engine
+                                                                        # would refuse it
 
 
 def test_a_sum_over_some_rows_only_is_named():
@@ -245,6 +246,16 @@ def test_a_sum_over_some_rows_only_is_named():
     assert per["dweight"][0] == ("wrong: dweight has shape (3, 6) in x (2, 3, 6); it must be "
                                  "(6,). Summed over its leading axes yours is right: sum over "
                                  "every row")
+
+
+def test_a_numpy_scalar_is_a_0d_array_of_the_wrong_shape():
+    def summed_over_everything(dout, cache):
+        dx, _, dbias = OURS["layernorm"](dout, cache)
+        red = tuple(range(dout.ndim))
+        return dx, (dout * cache[0]).sum(axis=red), dbias     # a float64 scalar
+    per, v = verdict_lines("layernorm", summed_over_everything)
+    assert per["dweight"] == ["wrong: dweight has shape () in x (2, 3, 6); it must be (6,)"]
+    assert v.blocker == "dweight has shape () in x (2, 3, 6); it must be (6,)"
 
 
 def test_an_unexplained_error_says_so_and_where():
@@ -269,7 +280,7 @@ def test_a_float64_gradient_for_float32_inputs_is_refused_for_training():
     assert per["dx"] == ["wrong: the values are right, the dtype is not",
                          "for float32 inputs your dx is float64: a gradient has its input's dtype "
                          "(the GPT trains in float32: a float64 constant or array in your code?)"]
-    assert v.status == "wrong" and not v.trainable
+    assert v.status == "wrong" and v.blocker == per["dx"][1]
 
 
 def test_a_backward_that_modifies_dout_in_place_is_wrong():
@@ -291,7 +302,7 @@ def test_a_backward_that_modifies_dout_in_place_is_wrong():
 ])
 def test_a_wrong_return_is_one_line(got, line):
     v = exercise.check(EXERCISES["layernorm"], got, "learner.py")
-    assert v.status == "wrong" and not v.trainable and len(v.lines) == 1
+    assert v.status == "wrong" and v.blocker == v.lines[0] and len(v.lines) == 1
     assert v.lines[0].startswith(line)
 
 
@@ -576,8 +587,10 @@ def test_a_backward_that_cannot_train_stops_the_run_before_it_starts(tmp_path, c
     status, out, err = _train(capsys, tmp_path / "out", *TINY, "--backward", str(folder))
     assert status == 2 and out == ""
     assert err.splitlines() == [f"{four_variants.PROG}: error: {folder / 'gelu.py'}: gelu_backward "
-                                f"cannot train: a wrong shape or dtype ({exercise.PROG} check gelu "
-                                f"--file {folder / 'gelu.py'})"]
+                                f"cannot train: for float32 inputs your dx is float64: a "
+                                f"gradient has its input's dtype (the GPT trains in float32: a "
+                                f"float64 constant or array in your code?) ({exercise.PROG} check "
+                                f"gelu --file {folder / 'gelu.py'})"]
     assert not (tmp_path / "out").exists()
     status, _, err = _train(capsys, tmp_path / "out", *TINY, "--backward", str(tmp_path / "none"))
     assert status == 2 and "no such folder" in err
