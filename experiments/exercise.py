@@ -225,17 +225,19 @@ def check(ex, fn, path):
         return verdict
     yours, yours32 = results[:-1], results[-1]
     terms, mistakes = [ex.terms(c) for c in cases], [ex.mistakes(c) for c in cases]
-    labels = [c.label for c in cases]
+    factors, labels = [ex.factors(c) for c in cases], [c.label for c in cases]
+    rights = {g: [c.right[j] for c in cases] for j, g in enumerate(ex.grads)}
     width = max(len(g) for g in ex.grads) + 2
     lines = [f"{ex.function} of {path}, in float64 on random inputs, weights and upstream "
              f"gradients:", "  " + "; ".join(labels)]
     wrong, blocker = 0, ""
     for j, g in enumerate(ex.grads):
-        ys, rs = [y[j] for y in yours], [c.right[j] for c in cases]
+        ys, rs = [y[j] for y in yours], rights[g]
         gterms = [[(f, m, np.broadcast_to(a, r.shape)) for f, m, a in t[g]]  # -rstd * mean(.)
                   for t, r in zip(terms, rs)]                                # is (..., 1)
         ok, said = _diagnose.diagnose(g, [y.astype(np.float64) for y in ys], rs, gterms,
-                                      [m.get(g, []) for m in mistakes], labels)
+                                      [m.get(g, []) for m in mistakes], labels,
+                                      [f.get(g, []) for f in factors], rights)
         shapes = all(y.shape == r.shape for y, r in zip(ys, rs))
         dtypes = _dtype_lines(g, ys, yours32[j], case32.right[j]) if shapes else []
         if dtypes:

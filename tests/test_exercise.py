@@ -153,9 +153,11 @@ BROKEN = [
      {"dx": "term 2, -rotate_half(dout * sin) (the transpose"}),
     ("softmax", B.softmax_backward_no_sum, {"dx": "without term 2, -y * sum(dy * y)"}),
     ("attention", B.attention_backward_dq_unscaled,
-     {"dq": "leaves out the 1/sqrt(hs) of the scores"}),
+     {"dq": "your dq is the right one multiplied by sqrt(hs): the 1/sqrt(hs) of the scores "
+            "is left out"}),
     ("cross_entropy", B.cross_entropy_backward_no_mean,
-     {"dlogits": "leaves out the 1/N of the mean"}),
+     {"dlogits": "your dlogits is the right one multiplied by N: the 1/N of the mean is "
+                 "left out"}),
     ("linear", B.linear_backward_dweight_transposed,
      {"dweight": "your dweight is the right one transposed"}),
     ("embedding", B.embedding_backward_overwrite,
@@ -246,6 +248,96 @@ def test_a_sum_over_some_rows_only_is_named():
     assert per["dweight"][0] == ("wrong: dweight has shape (3, 6) in x (2, 3, 6); it must be "
                                  "(6,). Summed over its leading axes yours is right: sum over "
                                  "every row")
+
+
+def _norm(dout, cache, mean=np.mean, weighted=True, rows=np.sum, order=(0, 1, 2),
+          mean_term=True):
+    """A learner's LayerNorm backward (RMSNorm's: ``mean_term=False, order=(0, 1)``), with the
+    mistakes a learner makes: ``mean`` over a row np.sum, the weight left out of dxhat,
+    ``rows`` np.mean for dweight and dbias, the gradients returned in another ``order``."""
+    xhat, weight, rstd = cache
+    dxhat = dout * weight if weighted else dout
+    m = lambda a: mean(a, axis=-1, keepdims=True)  # noqa: E731
+    dx = rstd * (dxhat - (m(dxhat) if mean_term else 0.0) - xhat * m(dxhat * xhat))
+    grads = (dx, rows((dout * xhat).reshape(-1, xhat.shape[-1]), axis=0),
+             rows(dout.reshape(-1, xhat.shape[-1]), axis=0))
+    return tuple(grads[i] for i in order)
+
+
+def _embedding_buffered(dout, cache):
+    idx, shape, dtype = cache
+    dweight = np.zeros(shape, dtype)
+    dweight[idx] += dout.reshape(-1, shape[1])      # buffered: one of each repeated row
+    return dweight
+
+
+def _cross_entropy_no_dloss(dloss, cache):
+    probs, t, valid, eps, reduction, count, shape = cache
+    d = probs.copy()
+    d[np.arange(len(t)), t] -= 1.0
+    return (d / count).reshape(shape)
+
+
+TERMS_LN = ("term 2, -mean(dxhat) (the path through the mean), is multiplied by C; term 3, "
+            "-xhat * mean(dxhat * xhat) (the path through the variance), is multiplied by C: a "
+            "sum over the C features where a mean belongs")
+MEAN_ROWS = "is the right one multiplied by 1/N: a mean over the N rows where a sum belongs"
+WEIGHT = "your dx takes dxhat = dout: the weight of dxhat = dout * weight is left out"
+COMMON = [
+    ("layernorm", lambda d, c: _norm(d, c, weighted=False), {"dx": WEIGHT}),
+    ("rmsnorm", lambda d, c: _norm(d, c, weighted=False, order=(0, 1), mean_term=False),
+     {"dx": WEIGHT}),
+    ("rmsnorm", lambda d, c: _norm(d, c, order=(0, 1)),
+     {"dx": "your dx has LayerNorm's term -mean(dxhat): RMSNorm subtracts no mean"}),
+    ("layernorm", lambda d, c: _norm(d, c, mean=np.sum), {"dx": "in your dx, " + TERMS_LN}),
+    ("layernorm", lambda d, c: _norm(d, c, rows=np.mean),
+     {"dweight": "your dweight " + MEAN_ROWS, "dbias": "your dbias " + MEAN_ROWS}),
+    ("rmsnorm", lambda d, c: _norm(d, c, rows=np.mean, order=(0, 1), mean_term=False),
+     {"dweight": "your dweight " + MEAN_ROWS}),
+    ("linear", lambda d, c: tuple(g / (d.size // d.shape[-1]) if i else g
+                                  for i, g in enumerate(OURS["linear"](d, c))),
+     {"dweight": "your dweight " + MEAN_ROWS, "dbias": "your dbias " + MEAN_ROWS}),
+    ("layernorm", lambda d, c: _norm(d, c, order=(0, 2, 1)),
+     {"dweight": "wrong: your dweight is the right dbias: return (dx, dweight, dbias) in this "
+                 "order",
+      "dbias": "wrong: your dbias is the right dweight: return (dx, dweight, dbias) in this "
+               "order"}),
+    ("softmax", lambda dy, c: c[0] * (1 - c[0]) * dy,
+     {"dx": "your dx takes the Jacobian's diagonal alone, y (1 - y)"}),
+    ("embedding", _embedding_buffered, {"dweight": "a[idx] = v and a[idx] += v both keep one of "
+                                                   "them, np.add.at(a, idx, v) adds every one"}),
+    ("cross_entropy", _cross_entropy_no_dloss,
+     {"dlogits": "your dlogits is the right one multiplied by 1/dloss: the upstream gradient "
+                 "dloss is left out"}),
+    ("attention", lambda d, c: (lambda dq, dk, dv: (dq, dk * c[4], dv))(*OURS["attention"](d, c)),
+     {"dk": "your dk is the right one multiplied by 1/sqrt(hs): the 1/sqrt(hs) of the scores is "
+            "applied twice"}),
+]
+
+
+@pytest.mark.parametrize("name,fn,said", COMMON, ids=[f"{n}-{i}" for i, (n, *_) in
+                                                      enumerate(COMMON)])
+def test_a_common_mistake_is_named(name, fn, said):
+    per, v = verdict_lines(name, fn)
+    assert v.status == "wrong"
+    for g, lines in per.items():
+        if g in said:
+            assert said[g] in " ".join(lines), lines
+        else:
+            assert lines[0].startswith("right"), (g, lines)
+
+
+def test_the_case_where_it_is_wrong_is_named_only_when_it_is_the_only_one():
+    def wrong_in(labels):
+        def backward(dout, cache):
+            dx, dw, db = OURS["layernorm"](dout, cache)
+            if dout.shape[-1] in labels:      # the feature count tells the cases apart
+                dx = dx + (0.1 * np.sin(np.arange(dx.size)) ** 2).reshape(dx.shape).astype(dx.dtype)
+            return dx, dw, db
+        return verdict_lines("layernorm", backward)[0]["dx"][1]
+    assert wrong_in({1}) == ("no combination of the terms of dx explains it; it is wrong only "
+                             "in x (4, 1), one feature")
+    assert wrong_in({6}) == "no combination of the terms of dx explains it"  # 3 of 4 cases
 
 
 def test_a_numpy_scalar_is_a_0d_array_of_the_wrong_shape():
