@@ -281,13 +281,15 @@ def backward_swaps(folder):
     found), each checked; one progress line says which are used and how they fared.
 
     Raises:
-        cli.UsageError: ``folder`` is not a folder or holds no exercise file; a file whose
-            backward raises, or returns a wrong count, shape or dtype (the engine would stop
-            the run: ``check`` says why).
+        cli.UsageError: ``folder`` is a file, no folder, or holds no exercise file; a file
+            whose backward raises, or returns a wrong count, shape or dtype (the engine would
+            stop the run: the line says which).
     """
     folder = Path(folder)
     if not folder.is_dir():
-        raise cli.UsageError(f"--backward {folder}: no such folder")
+        raise cli.UsageError(f"--backward {folder}: " + (
+            "is a file; give the folder holding your NAME.py files" if folder.exists() else
+            "no such folder"))
     found = [(ex, folder / f"{ex.name}.py") for ex in EXERCISES.values()
              if (folder / f"{ex.name}.py").is_file()]
     if not found:
@@ -307,11 +309,13 @@ def backward_swaps(folder):
     return tuple(swaps)
 
 
-def trained_with(swaps):
-    """One line: which backward passes of a run are the learner's, and how their checks went."""
-    yours = [f"{s.name}_backward (right)" if s.status == "right" else
-             f"{s.name}_backward (WRONG: {PROG} check {s.name} --file {s.path})"
-             for s in swaps if s.status != "not implemented"]
+def trained_with(swaps, called=None):
+    """One line: which backward passes of a run are the learner's, how their checks went and,
+    given ``called`` (the exercise names the run's models called), which went unused."""
+    yours = [f"{s.name}_backward (" + ("right" if s.status == "right" else
+                                       f"WRONG: {PROG} check {s.name} --file {s.path}")
+             + (", not called in this run" if called is not None and s.name not in called
+                else "") + ")" for s in swaps if s.status != "not implemented"]
     idle = [s.name for s in swaps if s.status == "not implemented"]
     text = f"yours: {', '.join(yours)}" if yours else "none of yours"
     if idle:
@@ -323,17 +327,21 @@ def install(swaps):
     """Put each implemented backward of ``swaps`` in its layer module, where the layer's
     ``Function`` looks it up: in the process that trains (a worker imports the files again).
     Arguments after ``(dout, cache)`` (attention's and linear's ``needs``) are dropped: the
-    learner's backward computes every gradient."""
+    learner's backward computes every gradient. Returns the set of the exercise names whose
+    backward the model has called, filled in as it calls them."""
+    called = set()
     for s in swaps:
         if s.status == "not implemented":
             continue
         ex = EXERCISES[s.name]
         fn = load_backward(ex, s.path)
 
-        def backward(dout, cache, *needs, fn=fn):
+        def backward(dout, cache, *needs, fn=fn, name=s.name):
+            called.add(name)
             return fn(dout, cache)
 
         setattr(ex.module, ex.function, backward)
+    return called
 
 
 # ----------------------------------------------------------------------------- the command

@@ -9,6 +9,7 @@ gradient dropped, sign-flipped and doubled, is named as exactly that mistake.
 from __future__ import annotations
 
 import inspect
+import json
 import re
 from pathlib import Path
 
@@ -624,6 +625,13 @@ def _table(out):
     return lines[i:i + 6]
 
 
+def _under_table(text):
+    """The line that ends the block of a study's table (stdout or run_log.txt)."""
+    lines = text.splitlines()
+    i = lines.index(next(ln for ln in lines if ln.startswith("norm ")))
+    return lines[lines.index("", i) - 1]
+
+
 def _train(capsys, out, *argv):
     with pytest.raises(SystemExit) as ei:
         cli.main(four_variants.PROG, four_variants.run, [*argv, "--output-dir", str(out)])
@@ -662,13 +670,30 @@ def test_a_wrong_backward_changes_its_rows_and_is_named(tmp_path, capsys):
     wrong = tmp_path / "wrong"
     path = _learner_file(wrong, "layernorm", LAYERNORM.replace(
         "dxhat - dxhat.mean(axis=-1, keepdims=True)", "dxhat"))
+    _learner_file(wrong, "softmax", "    y, axis = cache\n"
+                  "    return y * dy - y * (dy * y).sum(axis=axis, keepdims=True)")
     capsys.readouterr()
     status, out, err = _train(capsys, tmp_path / "out", *TINY, "--backward", str(wrong))
     assert status == 0, err
     rows, plain_rows = _table(out)[2:], _table(plain)[2:]
     assert [r != p for r, p in zip(rows, plain_rows)] == [True, False, True, False]  # ln rows only
-    assert (f"Backward passes: yours: layernorm_backward (WRONG: {exercise.PROG} check layernorm "
-            f"--file {path})") in out
+    warning = ("WARNING: trained with a wrong layernorm_backward (yours) in ln+gelu, ln+swiglu: "
+               "these losses are not the model's")
+    log = (tmp_path / "out" / "run_log.txt").read_text()
+    assert _under_table(out) == _under_table(log) == warning
+    said = (f"yours: layernorm_backward (WRONG: {exercise.PROG} check layernorm --file {path}), "
+            f"softmax_backward (right, not called in this run); the layers' own for the rest")
+    assert f"Backward passes: {said}" in out.splitlines()
+    assert f"- backward passes (--backward {wrong}): {said}." in log.splitlines()
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert results["backward"] == [
+        {"exercise": "layernorm", "file": str(path), "check": "wrong",
+         "called_by": ["ln+gelu", "ln+swiglu"]},
+        {"exercise": "softmax", "file": str(wrong / "softmax.py"), "check": "right",
+         "called_by": []}]
+    assert [r["backward_called"] for r in results["runs"]] == [["layernorm"], [], ["layernorm"],
+                                                              []]
+    assert json.loads((tmp_path / "ours" / "results.json").read_text())["backward"] is None
 
 
 @pytest.mark.slow
@@ -686,3 +711,7 @@ def test_a_backward_that_cannot_train_stops_the_run_before_it_starts(tmp_path, c
     assert not (tmp_path / "out").exists()
     status, _, err = _train(capsys, tmp_path / "out", *TINY, "--backward", str(tmp_path / "none"))
     assert status == 2 and "no such folder" in err
+    status, _, err = _train(capsys, tmp_path / "out", *TINY, "--backward", str(folder / "gelu.py"))
+    assert status == 2 and err.splitlines() == [
+        f"{four_variants.PROG}: error: --backward {folder / 'gelu.py'}: is a file; give the "
+        f"folder holding your NAME.py files"]
