@@ -260,7 +260,7 @@ def check(ex, fn, path):
         lines.append(f"{head}. The derivation, when you want it: {ex.link}")
         return Verdict("wrong", lines, blocker=blocker)
     lines.append({1: "Right", 2: "Both gradients right"}.get(n, f"All {n} gradients right")
-                 + ". " + train_hint(ex, Path(path).parent))
+                 + ". " + train_hint(ex, Path(path)))
     return Verdict("right", lines, blocker=blocker)
 
 
@@ -346,12 +346,17 @@ def install(swaps):
 
 # ----------------------------------------------------------------------------- the command
 
-def train_hint(ex, folder):
-    """How to train a GPT with the learner's backward of ``ex`` from ``folder``."""
+def train_hint(ex, path):
+    """How to train a GPT with the learner's backward of ``ex`` from the file ``path``: its
+    folder, when it holds it as NAME.py, as ``--backward`` needs."""
     if ex.study is None:
         return ("No GPT calls it: SwiGLU's and attention's backward passes take silu' and the "
                 "softmax's gradient themselves.")
-    return f"Train the GPT with it: python -m experiments.{ex.study} --tiny --backward {folder}"
+    run = f"python -m experiments.{ex.study} --tiny --backward"
+    if path.name == f"{ex.name}.py":
+        return f"Train the GPT with it: {run} {path.parent}"
+    return (f"Train the GPT with it: --backward takes a folder holding it as {ex.name}.py "
+            f"(mkdir mine && cp {path} mine/{ex.name}.py && {run} mine)")
 
 
 def _check_command(ex, path):

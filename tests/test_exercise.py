@@ -486,6 +486,13 @@ def test_check_a_right_file_then_a_wrong_one(tmp_path, capsys):
                                                    ["dbias", "right:"]]
     assert out[5].startswith("All 3 gradients right. Train the GPT with it: python -m "
                              f"experiments.four_variants --tiny --backward {tmp_path}")
+    other = tmp_path / "try2.py"
+    other.write_text(path.read_text())
+    assert main(["check", "layernorm", "--file", str(other)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"All 3 gradients right. Train the GPT with it: --backward takes a folder holding it as "
+        f"layernorm.py (mkdir mine && cp {other} mine/layernorm.py && python -m "
+        f"experiments.four_variants --tiny --backward mine)")
     path.write_text(path.read_text().replace("dxhat - dxhat.mean(axis=-1, keepdims=True)", "dxhat"))
     assert main(["check", "layernorm", "--file", str(path)]) == 1
     out = capsys.readouterr().out
