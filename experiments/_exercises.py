@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -80,6 +81,16 @@ class Exercise:
     def grads(self):
         """The gradients' names, ("dx", "dweight", "dbias")."""
         return tuple("d" + n for n in self.wrt)
+
+    @property
+    def upstream(self):
+        """The name of the backward's first argument, the upstream gradient ("dout", "dy")."""
+        return next(iter(inspect.signature(self.backward).parameters))
+
+    @property
+    def weights(self):
+        """Whether the layer has weights besides its input (LayerNorm's weight, SwiGLU's w_up)."""
+        return any(n.startswith("w") for n in self.inputs[1:])
 
     @property
     def module(self):

@@ -182,7 +182,7 @@ def _call(ex, fn, path, cases):
         if bad:
             return None, Verdict("wrong", [bad], blocker=bad), modified
         if not np.array_equal(dout, case.dout, equal_nan=True):
-            modified.add("dout")
+            modified.add(ex.upstream)
         if not all(np.array_equal(a, b, equal_nan=True)
                    for a, b in zip(_arrays(cache), _arrays(case.cache))):
             modified.add("the cache")
@@ -228,7 +228,8 @@ def check(ex, fn, path):
     factors, labels = [ex.factors(c) for c in cases], [c.label for c in cases]
     rights = {g: [c.right[j] for c in cases] for j, g in enumerate(ex.grads)}
     width = max(len(g) for g in ex.grads) + 2
-    lines = [f"{ex.function} of {path}, in float64 on random inputs, weights and upstream "
+    weights = ", weights" if ex.weights else ""
+    lines = [f"{ex.function} of {path}, in float64 on random inputs{weights} and upstream "
              f"gradients:", "  " + "; ".join(labels)]
     wrong, blocker = 0, ""
     for j, g in enumerate(ex.grads):

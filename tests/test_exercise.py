@@ -376,14 +376,26 @@ def test_a_float64_gradient_for_float32_inputs_is_refused_for_training():
     assert v.status == "wrong" and v.blocker == per["dx"][1]
 
 
-def test_a_backward_that_modifies_dout_in_place_is_wrong():
+@pytest.mark.parametrize("name,upstream", [("rmsnorm", "dout"), ("softmax", "dy")])
+def test_a_backward_that_modifies_its_upstream_gradient_in_place_is_wrong(name, upstream):
     def in_place(dout, cache):
-        grads = OURS["rmsnorm"](dout, cache)
+        grads = OURS[name](dout, cache)
         dout *= 2.0
         return grads
-    per, v = verdict_lines("rmsnorm", in_place)
+    per, v = verdict_lines(name, in_place)
     assert all(lines[0].startswith("right") for lines in per.values())
-    assert v.status == "wrong" and "modified dout in place" in v.lines[-2]
+    assert v.status == "wrong" and f"modified {upstream} in place" in v.lines[-2]
+
+
+@pytest.mark.parametrize("name,words", [
+    ("layernorm", ("in float64 on random inputs, weights and upstream gradients:",
+                   "on random inputs, random weights and a random upstream")),
+    ("softmax", ("in float64 on random inputs and upstream gradients:",
+                 "on random inputs and a random upstream"))])
+def test_only_a_layer_with_weights_is_said_to_have_random_ones(tmp_path, capsys, name, words):
+    assert words[0] in exercise.check(EXERCISES[name], OURS[name], "learner.py").lines[0]
+    assert main(["start", name, "--dir", str(tmp_path)]) == 0
+    assert words[1] in (tmp_path / f"{name}.py").read_text()
 
 
 @pytest.mark.parametrize("got,line", [
