@@ -23,7 +23,6 @@ traceback is shown); 2 bad input (an unknown exercise, a missing file or functio
 """
 from __future__ import annotations
 
-import argparse
 import copy
 import os
 import sys
@@ -241,11 +240,10 @@ def check(ex, fn, path):
                                       [f.get(g, []) for f in factors], rights)
         shapes = all(y.shape == r.shape for y, r in zip(ys, rs))
         dtypes = _dtype_lines(g, ys, yours32[j], case32.right[j]) if shapes else []
-        if dtypes:
-            said = (["wrong: the values are right, the dtype is not"] if ok else said[:1]) \
-                + dtypes + ([] if ok else said[1:])
-        elif ok:
-            said = [_right_line(ex, j, ys, cases, gterms)]
+        if ok:
+            said = (["wrong: the values are right, the dtype is not"] if dtypes else
+                    [_right_line(ex, j, ys, cases, gterms)])
+        said = said[:1] + dtypes + said[1:]
         ok = ok and not dtypes
         blocker = blocker or (dtypes[0] if dtypes else "" if shapes else
                               said[0].removeprefix("wrong: "))
@@ -298,10 +296,7 @@ def backward_swaps(folder):
                              f"writes NAME.py)")
     swaps = []
     for ex, path in found:
-        try:
-            verdict = check(ex, load_backward(ex, path), path)
-        except LearnerError as e:
-            verdict = Verdict("raised", error=e)
+        verdict = check_file(ex, path)
         if verdict.status != "not implemented" and verdict.blocker:
             raise cli.UsageError(f"{path}: {ex.function} cannot train: {verdict.blocker} "
                                  f"({PROG} check {ex.name} --file {path})")
@@ -313,10 +308,11 @@ def backward_swaps(folder):
 def trained_with(swaps, called=None):
     """One line: which backward passes of a run are the learner's, how their checks went and,
     given ``called`` (the exercise names the run's models called), which went unused."""
-    yours = [f"{s.name}_backward (" + ("right" if s.status == "right" else
-                                       f"WRONG: {PROG} check {s.name} --file {s.path}")
-             + (", not called in this run" if called is not None and s.name not in called
-                else "") + ")" for s in swaps if s.status != "not implemented"]
+    def how(s):
+        unused = called is not None and s.name not in called
+        return ("right" if s.status == "right" else f"WRONG: {PROG} check {s.name} --file "
+                f"{s.path}") + (", not called in this run" if unused else "")
+    yours = [f"{s.name}_backward ({how(s)})" for s in swaps if s.status != "not implemented"]
     idle = [s.name for s in swaps if s.status == "not implemented"]
     text = f"yours: {', '.join(yours)}" if yours else "none of yours"
     if idle:
@@ -389,11 +385,16 @@ def start(ex, folder):
     return cli.EXIT_OK
 
 
-def run_check(ex, path):
+def check_file(ex, path):
+    """``check`` of the backward in the file ``path`` (``cli.UsageError`` as ``load_backward``)."""
     try:
-        verdict = check(ex, load_backward(ex, path), path)
+        return check(ex, load_backward(ex, path), path)
     except LearnerError as e:
-        verdict = Verdict("raised", error=e)
+        return Verdict("raised", error=e)
+
+
+def run_check(ex, path):
+    verdict = check_file(ex, path)
     if verdict.error:
         sys.stderr.write(verdict.error.text)
         cli.progress(f"{PROG}: {verdict.error.line}")
@@ -424,7 +425,7 @@ def run(argv):
     c = sub.add_parser("check", help="check your backward: each gradient right, or what is "
                        "wrong")
     c.add_argument("name", choices=EXERCISES, metavar="NAME", help=f"the exercise ({PROG} lists them)")
-    c.add_argument("--file", type=cli.path_arg, metavar="PATH", default=argparse.SUPPRESS,
+    c.add_argument("--file", type=cli.path_arg, metavar="PATH",
                    help="your file (default: exercises/NAME.py)")
     args = p.parse_args(argv)
     if args.command in (None, "list"):
@@ -432,7 +433,7 @@ def run(argv):
     ex = EXERCISES[args.name]
     if args.command == "start":
         return start(ex, args.dir)
-    return run_check(ex, getattr(args, "file", DEFAULT_DIR / f"{ex.name}.py"))
+    return run_check(ex, args.file or DEFAULT_DIR / f"{ex.name}.py")
 
 
 if __name__ == "__main__":
