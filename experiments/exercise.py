@@ -18,8 +18,9 @@ of the derivation (``experiments/_diagnose.py``). Our backward's code is never s
 
 Exit status: 0 every gradient right (and ``start``, the list); 1 a wrong answer (a wrong value,
 shape or dtype, a backward not implemented yet, an exception in the learner's code, whose
-traceback is shown); 2 bad input (an unknown exercise, a missing file or function, a file
-``start`` would overwrite), one line.
+traceback is shown, ``sys.exit()`` included); 2 bad input (an unknown exercise, a missing file
+or function, a folder, a file not named .py or not UTF-8, a file ``start`` would overwrite),
+one line.
 """
 from __future__ import annotations
 
