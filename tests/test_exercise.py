@@ -634,6 +634,14 @@ def test_install_puts_the_learners_backward_where_the_layer_calls_it(tmp_path, m
     assert np.array_equal(x.grad, np.ones((2, 4)) @ w.data)
 
 
+def test_a_sys_exit_makes_a_file_unusable_for_training(tmp_path, capsys):
+    (tmp_path / "gelu.py").write_text("import sys\nsys.exit(0)\n")
+    with pytest.raises(cli.UsageError) as ei:
+        exercise.backward_swaps(tmp_path)
+    assert str(ei.value).startswith(f"{tmp_path / 'gelu.py'}: gelu_backward cannot train: "
+                                    f"importing {tmp_path / 'gelu.py'} raised SystemExit at ")
+
+
 TINY = ["--steps", "3", "--n-layers", "1", "--d-model", "16", "--n-heads", "2",
         "--block-size", "8", "--eval-every", "3", "--no-plots"]
 
