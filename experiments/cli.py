@@ -46,11 +46,10 @@ class UsageError(Exception):
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Appends "(default: X)" to an option's help unless X is None or the help names its
-    default itself."""
+    """Appends "(default: X)" to an option's help unless the help names its default itself."""
 
     def _get_help_string(self, action):
-        if action.default is None or "default" in (action.help or ""):
+        if "default" in (action.help or ""):
             return action.help
         return super()._get_help_string(action)
 
