@@ -12,8 +12,8 @@ backward the learner's. Three things per exercise, each read against its section
 * ``terms(case)``: for each gradient the backward returns, its named terms, one array each,
   whose sum is the right gradient (a test holds every sum against the layer's own backward).
   They read only ``case.dout`` and ``case.cache``, as a backward does.
-  The diagnosis fits a wrong answer's error as a combination of them: a dropped term is
-  coefficient -1, a sign flip -2, a term counted twice +1.
+  The diagnosis fits a wrong answer as a combination of them: a dropped term has factor 0, a
+  sign flip -1, a term counted twice 2.
 * ``mistakes(case)``: the classic mistakes that are not a combination of terms (eps left out of
   rstd, the weight left out of dxhat, a matrix not transposed), each as the gradient it gives.
 * ``factors(case)``: for each gradient, the numbers of the case its terms may be multiplied by
