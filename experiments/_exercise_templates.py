@@ -227,9 +227,10 @@ PROMPTS = {
     Gradients (dq, dk, dv) of attention_forward.
 
     Args:
-        dout: (B, H, T, hs), dL/dout.
+        dout: (B, H, T, hv), dL/dout.
         cache: (q, k, v, P, scale):
-            q, k, v (B, H, T, hs)  the inputs
+            q, k (B, H, T, hs)     the queries and keys
+            v (B, H, T, hv)        the values (hv = hs in the GPT, not in every check)
             P (B, H, T, T)         softmax(S) of the scores S = q k^T * scale, row by row;
                                    0 where the causal mask hid a key
             scale                  1 / sqrt(hs)
@@ -306,11 +307,11 @@ def _source_of(module, name):
 def template(ex, check_command, folder):
     """The text of the learner's file for exercise ``ex`` in ``folder``; ``check_command``
     checks it."""
-    first = next(iter(inspect.signature(ex.backward).parameters))
     train = (f"train a GPT with your backward:\n\n    python -m experiments.{ex.study} --tiny "
              f"--backward {folder}\n" if ex.study else "it is yours: no GPT calls it (SwiGLU's "
              "and attention's backward\npasses take silu' and the softmax's gradient "
              "themselves).\n")
+    weights = ", random weights" if ex.weights else ""
     doc = f'''"""Exercise: the backward pass of {ex.title}.
 
 Write `{ex.function}` at the end of this file. Above it is the layer's forward,
@@ -318,7 +319,7 @@ Write `{ex.function}` at the end of this file. Above it is the layer's forward,
 
     {check_command}
 
-checks your backward in float64 on random inputs, random weights and a random upstream
+checks your backward in float64 on random inputs{weights} and a random upstream
 gradient at several shapes, against central differences and against the layer's own backward,
 and tells you which gradient is wrong and, where it can, which term of the derivation. When
 every gradient is right, {train}
@@ -326,7 +327,7 @@ The check and a training run call the layer's own forward (this copy is for read
 hand your backward its cache. The derivation, when you are done or stuck:
 {ex.link}.
 """'''
-    stub = (f'def {ex.function}({first}, cache):\n    """{PROMPTS[ex.name].strip()}\n    """\n'
+    stub = (f'def {ex.function}({ex.upstream}, cache):\n    """{PROMPTS[ex.name].strip()}\n    """\n'
             f'    raise NotImplementedError("{ex.function}: not written yet")')
     constants = "".join(_source_of(ex.module, n) for n in ex.helpers
                         if not callable(getattr(ex.module, n)))

@@ -12,17 +12,22 @@ backward the learner's. Three things per exercise, each read against its section
 * ``terms(case)``: for each gradient the backward returns, its named terms, one array each,
   whose sum is the right gradient (a test holds every sum against the layer's own backward).
   They read only ``case.dout`` and ``case.cache``, as a backward does.
-  The diagnosis fits a wrong answer's error as a combination of them: a dropped term is
-  coefficient -1, a sign flip -2, a term counted twice +1.
+  The diagnosis fits a wrong answer as a combination of them: a dropped term has factor 0, a
+  sign flip -1, a term counted twice 2.
 * ``mistakes(case)``: the classic mistakes that are not a combination of terms (eps left out of
-  rstd, the 1/N of a mean, a matrix not transposed), each as the gradient it gives.
+  rstd, the weight left out of dxhat, a matrix not transposed), each as the gradient it gives.
+* ``factors(case)``: for each gradient, the numbers of the case its terms may be multiplied by
+  by mistake (C for a sum where a mean belongs, 1/N for a mean where a sum belongs, sqrt(hs)
+  for a scale left out), each as (symbol, what it means, value).
 
 Shape letters as in the layers: N rows, C features, H hidden or heads, T positions, hs head
 size, V classes or rows of an embedding.
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -34,6 +39,7 @@ from layers.silu import dsilu
 
 Terms = Dict[str, List[Tuple[str, str, np.ndarray]]]   # gradient -> [(formula, meaning, array)]
 Mistakes = Dict[str, List[Tuple[str, np.ndarray]]]     # gradient -> [(what it does, gradient)]
+Factors = Dict[str, List[Tuple[str, str, float]]]      # gradient -> [(symbol, meaning, value)]
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,7 @@ class Exercise:
         cases: ``rng -> [(label, args, kwargs)]``, the forward's inputs at several shapes.
         terms: ``Case -> Terms``.
         mistakes: ``Case -> Mistakes``.
+        factors: ``Case -> Factors``.
         helpers: names of the layer module (functions or constants) the forward reads, copied
             into the learner's file beside it.
         imports: the learner's file's imports.
@@ -65,6 +72,7 @@ class Exercise:
     cases: Callable
     terms: Callable
     mistakes: Callable = lambda case: {}
+    factors: Callable = lambda case: {}
     helpers: Tuple[str, ...] = ()
     imports: str = "import numpy as np"
     study: Optional[str] = "four_variants"
@@ -73,6 +81,16 @@ class Exercise:
     def grads(self):
         """The gradients' names, ("dx", "dweight", "dbias")."""
         return tuple("d" + n for n in self.wrt)
+
+    @property
+    def upstream(self):
+        """The name of the backward's first argument, the upstream gradient ("dout", "dy")."""
+        return next(iter(inspect.signature(self.backward).parameters))
+
+    @property
+    def weights(self):
+        """Whether the layer has weights besides its input (LayerNorm's weight, SwiGLU's w_up)."""
+        return any(n.startswith("w") for n in self.inputs[1:])
 
     @property
     def module(self):
@@ -148,6 +166,26 @@ def _gain(r, C):
     return r.normal(1.0, 0.5, C)                    # a gain that is not all ones
 
 
+def _mean_not_sum(c):
+    """1/N, for a weight's or bias's gradient: N rows of dout (..., C)."""
+    return [("1/N", "a mean over the N rows where a sum belongs", c.dout.shape[-1] / c.dout.size)]
+
+
+def _norm_factors(c):
+    """C in dx (a sum over a row where a mean belongs), 1/N in dweight and dbias."""
+    return {"dx": [("C", "a sum over the C features where a mean belongs",
+                    float(c.dout.shape[-1]))], "dweight": _mean_not_sum(c),
+            "dbias": _mean_not_sum(c)}
+
+
+def _weight_left_out(c, terms):
+    """dx with dxhat = dout: the terms of the cache with an all-ones weight."""
+    xhat, weight, rstd = c.cache
+    plain = dataclasses.replace(c, cache=(xhat, np.ones_like(weight), rstd))
+    return ("takes dxhat = dout: the weight of dxhat = dout * weight is left out",
+            sum(a for *_, a in terms(plain)["dx"]))
+
+
 # ----------------------------------------------------------------------------- LayerNorm
 # dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),  dxhat = dout * weight
 
@@ -179,7 +217,8 @@ def _layernorm_mistakes(c):
     with np.errstate(divide="ignore", invalid="ignore"):
         no_eps = c.right[0] * (np.sqrt(var + eps) / np.sqrt(var))
     return {"dx": [("uses 1/sqrt(var) where rstd = 1/sqrt(var + eps) belongs: eps is left out "
-                    "(it matters on near-constant rows)", no_eps)]}
+                    "(it matters on near-constant rows)", no_eps),
+                   _weight_left_out(c, _layernorm_terms)]}
 
 
 # ----------------------------------------------------------------------------- RMSNorm
@@ -206,10 +245,14 @@ def _rmsnorm_terms(c):
 
 def _rmsnorm_mistakes(c):
     x, eps = c.args[0], c.kwargs["eps"]
+    xhat, weight, rstd = c.cache
     ms = _mean(x * x)
     return {"dx": [("uses 1/sqrt(mean(x^2)) where rstd = 1/sqrt(mean(x^2) + eps) belongs: eps "
                     "is left out (it matters on small rows)",
-                    c.right[0] * (np.sqrt(ms + eps) / np.sqrt(ms)))]}
+                    c.right[0] * (np.sqrt(ms + eps) / np.sqrt(ms))),
+                   _weight_left_out(c, _rmsnorm_terms),
+                   ("has LayerNorm's term -mean(dxhat): RMSNorm subtracts no mean, so x has no "
+                    "path through one", c.right[0] - rstd * _mean(c.dout * weight))]}
 
 
 # ----------------------------------------------------------------------------- elementwise
@@ -347,6 +390,12 @@ def _softmax_terms(c):
                     -y * np.sum(c.dout * y, axis=axis, keepdims=True))]}
 
 
+def _softmax_mistakes(c):
+    y, _ = c.cache
+    return {"dx": [("takes the Jacobian's diagonal alone, y (1 - y): every y_i depends on every "
+                    "x_j of its row, so dy_i reaches every dx_j", y * (1 - y) * c.dout)]}
+
+
 # ----------------------------------------------------------------------------- cross-entropy
 # dlogits = (probs - onehot(targets)) * dloss / N        (reduction "mean")
 
@@ -370,23 +419,24 @@ def _cross_entropy_terms(c):
                          (-onehot * w).reshape(shape))]}
 
 
-def _cross_entropy_mistakes(c):
-    count, right = c.cache[5], c.right[0]
-    return {"dlogits": [("leaves out the 1/N of the mean: it is the gradient of the summed loss",
-                         right * count),
-                        ("leaves out the upstream gradient dloss", right / c.dout)]}
+def _cross_entropy_factors(c):
+    return {"dlogits": [("N", "the 1/N of the mean is left out (the gradient of the summed "
+                              "loss)", float(c.cache[5])),
+                        ("1/dloss", "the upstream gradient dloss is left out", 1 / float(c.dout))]}
 
 
 # ----------------------------------------------------------------------------- attention
 # dP = dout v^T, dS = P * dP - P * rowsum(P * dP); dq = dS k / sqrt(hs), dk = dS^T q / sqrt(hs)
 
 def _attention_cases(r):
-    def case(label, shape, causal=True):
-        return label, tuple(r.standard_normal(shape) for _ in "qkv"), {"is_causal": causal}
+    def case(label, shape, causal=True, hv=None):     # Tq = Tk: a product left untransposed
+        B, H, T, hs = shape                            # has the right shape, and is named
+        return label, (r.standard_normal(shape), r.standard_normal(shape),
+                       r.standard_normal((B, H, T, hv or hs))), {"is_causal": causal}
     return [case("q, k, v (1, 2, 4, 4), causal", (1, 2, 4, 4)),
             case("q, k, v (1, 1, 1, 2), one position", (1, 1, 1, 2)),
             case("q, k, v (2, 1, 3, 8), causal", (2, 1, 3, 8)),
-            case("q, k, v (1, 2, 3, 2), not causal", (1, 2, 3, 2), causal=False)]
+            case("q, k (1, 2, 3, 2), v (1, 2, 3, 5), not causal", (1, 2, 3, 2), False, hv=5)]
 
 
 def _attention_parts(c):
@@ -410,14 +460,16 @@ def _attention_terms(c):
 
 def _attention_mistakes(c):
     q, k, P, scale, diag, norm = _attention_parts(c)
-    dq, dk, _ = c.right
-    scales = [("leaves out the 1/sqrt(hs) of the scores", 1 / scale),
-              ("applies the 1/sqrt(hs) of the scores twice", scale)]
-    return {"dq": [(what, dq * f) for what, f in scales],
-            "dk": [(what, dk * f) for what, f in scales]
-            + [("is dS q: dS must be transposed, dk = dS^T q / sqrt(hs)",
-                (diag + norm) @ q * scale)],
+    return {"dk": [("is dS q: dS must be transposed, dk = dS^T q / sqrt(hs)",
+                    (diag + norm) @ q * scale)],
             "dv": [("is P dout: P must be transposed, dv = P^T dout", P @ c.dout)]}
+
+
+def _attention_factors(c):
+    scale = float(c.cache[4])
+    factors = [("sqrt(hs)", "the 1/sqrt(hs) of the scores is left out", 1 / scale),
+               ("1/sqrt(hs)", "the 1/sqrt(hs) of the scores is applied twice", scale)]
+    return {"dq": factors, "dk": factors}
 
 
 # ----------------------------------------------------------------------------- linear
@@ -462,8 +514,9 @@ def _embedding_terms(c):
     np.add.at(again, idx[earlier], d2[earlier])
     return {"dweight": [("dout at each row's last lookup", "", once),
                         ("the sum of dout at a row's earlier lookups",
-                         "a row looked up k times gets the sum of its k gradients: +=, not =",
-                         again)]}
+                         "a row looked up k times gets the sum of its k gradients; where idx "
+                         "repeats, a[idx] = v and a[idx] += v both keep one of them, "
+                         "np.add.at(a, idx, v) adds every one", again)]}
 
 
 # ----------------------------------------------------------------------------- the list
@@ -471,10 +524,10 @@ def _embedding_terms(c):
 EXERCISES = {ex.name: ex for ex in (
     Exercise("layernorm", "LayerNorm", "LayerNorm: dx, dweight, dbias; x reaches xhat three ways",
              "layernorm", ("x", "weight", "bias"), ("x", "weight", "bias"),
-             _layernorm_cases, _layernorm_terms, _layernorm_mistakes),
+             _layernorm_cases, _layernorm_terms, _layernorm_mistakes, _norm_factors),
     Exercise("rmsnorm", "RMSNorm", "RMSNorm: dx, dweight; LayerNorm without the mean",
              "rmsnorm", ("x", "weight"), ("x", "weight"),
-             _rmsnorm_cases, _rmsnorm_terms, _rmsnorm_mistakes),
+             _rmsnorm_cases, _rmsnorm_terms, _rmsnorm_mistakes, _norm_factors),
     Exercise("gelu", "GELU (tanh form)", "GELU, tanh form: dx; the product and the chain "
              "rule", "gelu", ("x",), ("x",), _elementwise_cases, _gelu_terms,
              _gelu_mistakes, helpers=("GELU_K", "GELU_C"), imports="import math\n\nimport "
@@ -492,15 +545,18 @@ EXERCISES = {ex.name: ex for ex in (
              ("x", "cos", "sin"), ("x",), _rope_cases, _rope_terms, helpers=("rotate_half",),
              study="positions"),
     Exercise("softmax", "Softmax", "softmax: dx; the Jacobian diag(y) - y y^T, never formed",
-             "softmax", ("x",), ("x",), _softmax_cases, _softmax_terms, study=None),
+             "softmax", ("x",), ("x",), _softmax_cases, _softmax_terms, _softmax_mistakes,
+             study=None),
     Exercise("cross_entropy", "Cross-entropy", "cross-entropy: dlogits of the mean; softmax minus "
              "one-hot", "cross-entropy", ("logits", "targets"), ("logits",),
-             _cross_entropy_cases, _cross_entropy_terms, _cross_entropy_mistakes),
+             _cross_entropy_cases, _cross_entropy_terms, factors=_cross_entropy_factors),
     Exercise("attention", "Attention", "attention: dq, dk, dv of softmax(q k^T / sqrt(hs)) v",
              "attention", ("q", "k", "v"), ("q", "k", "v"), _attention_cases,
-             _attention_terms, _attention_mistakes, helpers=("_future_mask",)),
+             _attention_terms, _attention_mistakes, _attention_factors,
+             helpers=("_future_mask",)),
     Exercise("linear", "Linear", "linear: dx, dweight, dbias of x W^T + b", "linear",
-             ("x", "weight", "bias"), ("x", "weight", "bias"), _linear_cases, _linear_terms),
+             ("x", "weight", "bias"), ("x", "weight", "bias"), _linear_cases, _linear_terms,
+             factors=lambda c: {"dweight": _mean_not_sum(c), "dbias": _mean_not_sum(c)}),
     Exercise("embedding", "Embedding", "embedding: dweight of weight[idx]; a scatter-add",
              "embedding", ("weight", "idx"), ("weight",), _embedding_cases, _embedding_terms),
 )}

@@ -21,7 +21,7 @@ import numpy as np
 
 from gpt.data import eval_windows
 
-from experiments import _norm_counts, _stats
+from experiments import _norm_counts, _stats, exercise
 
 __all__ = ["Report", "run_line", "table_header", "table_rows", "differences_block",
            "grad_norm_block", "divergence_findings", "params_block", "differences_and_params",
@@ -39,6 +39,7 @@ class Report:
         runs: run entries in (variant, seed) order.  seeds: list of int.
         uniform_baseline: ln(vocab_size), the loss of a uniform prediction (nats/token).
         summaries: variant name -> summary dict (see ``summary``).
+        backward: the learner's backward passes of ``--backward`` (``exercise.Swap``), or ().
     """
 
     def __init__(self, plan, runs: List[Dict[str, Any]]) -> None:
@@ -46,6 +47,7 @@ class Report:
         self.uniform_baseline = math.log(plan.vocab_size)
         self.summaries = {v.name: self.summary(v.name) for v in self.study.variants}
         self.files: List[str] = []    # the files this run writes (results.json's manifest)
+        self.backward = getattr(plan, "backward", ())
 
     def runs_of(self, name: str) -> List[Dict[str, Any]]:
         """The runs of variant ``name``, in seed order."""
@@ -254,6 +256,28 @@ def divergence_findings(report: Report) -> List[str]:
     return lines
 
 
+def _called(report: Report) -> Dict[str, List[str]]:
+    """Exercise name -> the variants whose runs called the learner's backward (``--backward``)."""
+    return {s.name: [v.name for v in report.study.variants if any(
+        s.name in e["backward_called"] for e in report.runs_of(v.name))] for s in report.backward}
+
+
+def backward_warnings(report: Report) -> List[str]:
+    """A line for each wrong backward of the learner's (``--backward``) that the models called,
+    for under the table: their losses are not the model's."""
+    called = _called(report)
+    return [f"WARNING: trained with a wrong {s.name}_backward (yours) in "
+            f"{', '.join(called[s.name])}: these losses are not the model's"
+            for s in report.backward if s.status == "wrong" and called[s.name]]
+
+
+def backward_line(report: Report) -> str:
+    """Which backward passes were the learner's (``--backward``), their checks and whether the
+    models called them; "" when none was."""
+    called = [name for name, variants in _called(report).items() if variants]
+    return exercise.trained_with(report.backward, called) if report.backward else ""
+
+
 def stdout_lines(report: Report) -> List[str]:
     """What the command prints after the outputs are written: the uniform baseline, the table,
     then the closing block (unless one seed and ``Study.closing_on_stdout_with_one_seed`` is
@@ -262,9 +286,11 @@ def stdout_lines(report: Report) -> List[str]:
     lines = ["", f"Uniform baseline: {report.uniform_baseline:.4f}", "",
              table_header(report.study, n), "-" * (50 if n == 1 else
                                                    len(table_header(report.study, n)))]
-    lines += table_rows(report)
+    lines += table_rows(report) + backward_warnings(report)
     if n > 1 or report.study.closing_on_stdout_with_one_seed:
         lines += [""] + closing_lines(report)
+    if backward_line(report):
+        lines += ["", f"Backward passes: {backward_line(report)}"]
     return lines
 
 
@@ -290,7 +316,7 @@ def run_log(report: Report) -> str:
     if n > 1:
         lines.append(f"seeds: {report.seeds[0]}..{report.seeds[-1]} ({n})")
     lines += [f"uniform baseline: {report.uniform_baseline:.4f}", "", table_header(study, n)]
-    lines += table_rows(report)
+    lines += table_rows(report) + backward_warnings(report)
     lines += [""] + closing_lines(report)
     lines += ["", "Notes:",
               f"- {_seeds_text(report.seeds)}, corpus {plan.corpus_label} ({len(plan.text)} "
@@ -301,6 +327,9 @@ def run_log(report: Report) -> str:
               "estimates are in results.json."]
     if n > 1:
         lines.append("- mean ± sd: sample standard deviation over the seeds that trained.")
+    if backward_line(report):
+        lines.append(f"- backward passes (--backward {plan.args.backward}): "
+                     f"{backward_line(report)}.")
     for v in study.variants:
         if v.note:
             lines.append(f"- {v.name}: {v.note}")
@@ -369,6 +398,9 @@ def results_dict(report: Report) -> Dict[str, Any]:
                               "95% Student-t interval (t quantile computed exactly)",
             },
         },
+        "backward": [{"exercise": s.name, "file": s.path, "check": s.status,
+                      "called_by": _called(report)[s.name]}
+                     for s in report.backward] or None,
         "uniform_baseline": report.uniform_baseline,
         "versions": _versions(),
         "variants": list(report.summaries.values()),

@@ -45,12 +45,21 @@ class UsageError(Exception):
     its message is one line naming the problem. ``main`` prints it and exits with status 2."""
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Appends "(default: X)" to an option's help unless the help names its default itself."""
+
+    def _get_help_string(self, action):
+        if "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """``argparse.ArgumentParser`` whose ``error`` raises ``UsageError`` (so ``main`` prints one
     line, without the usage block) and whose ``--help`` shows every option's default."""
 
     def __init__(self, *args, **kwargs):
-        kwargs.setdefault("formatter_class", argparse.ArgumentDefaultsHelpFormatter)
+        kwargs.setdefault("formatter_class", _HelpFormatter)
         kwargs.setdefault("allow_abbrev", False)  # --norm must not quietly mean --norm-cost
         super().__init__(*args, **kwargs)
 
@@ -276,6 +285,8 @@ def write_outputs(out_dir, files):
             like ``name``, so ``np.savez`` and ``savefig`` keep the format).
     Raises:
         OSError: a file cannot be written (``main`` reports it as one line, status 2).
+        UsageError: a destination is not a regular file, or no file can be made in its folder
+            ("cannot write in /proc: ...").
     """
     check_output_dir(out_dir, files)
     mask = os.umask(0)
@@ -283,7 +294,10 @@ def write_outputs(out_dir, files):
     for name, content in files.items():
         dest = Path(out_dir, name)
         dest.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".tmp-", suffix="-" + dest.name)
+        try:
+            fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".tmp-", suffix="-" + dest.name)
+        except OSError as e:  # the temporary name is ours: name the folder the user gave
+            raise UsageError(f"cannot write in {dest.parent}: {e.strerror or e}") from None
         try:
             with os.fdopen(fd, "wb") as f:
                 if isinstance(content, str):

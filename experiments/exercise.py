@@ -18,12 +18,12 @@ of the derivation (``experiments/_diagnose.py``). Our backward's code is never s
 
 Exit status: 0 every gradient right (and ``start``, the list); 1 a wrong answer (a wrong value,
 shape or dtype, a backward not implemented yet, an exception in the learner's code, whose
-traceback is shown); 2 bad input (an unknown exercise, a missing file or function, a file
-``start`` would overwrite), one line.
+traceback is shown, ``sys.exit()`` included); 2 bad input (an unknown exercise, a missing file
+or function, a folder, a file not named .py or not UTF-8, a file ``start`` would overwrite),
+one line.
 """
 from __future__ import annotations
 
-import argparse
 import copy
 import os
 import sys
@@ -53,6 +53,9 @@ class LearnerError(Exception):
         self.text, self.line = text, line
 
 
+LEARNERS = (Exception, SystemExit)   # what the learner's code may raise: all but a Ctrl-C
+
+
 def learner_error(e, path, subject, context=""):
     """A ``LearnerError`` for exception ``e`` raised by the code of the file ``path``: its line
     reads "<subject> raised <type> at <file>:<line><context>: <message>"."""
@@ -70,18 +73,25 @@ def load_backward(ex, path):
     """Import the file ``path`` and return its ``<name>_backward``.
 
     Raises:
-        cli.UsageError: no such file, or no such function in it.
-        LearnerError: the file raised when imported (a SyntaxError, a NameError, ...).
+        cli.UsageError: a folder, no such file, not a .py file, not UTF-8 text, or no such
+            function in it.
+        LearnerError: the file raised when imported (a SyntaxError, a NameError, a
+            ``sys.exit()``...).
     """
     path = Path(path)
-    if not path.is_file():
-        raise cli.UsageError(f"{path}: no such file ({PROG} start {ex.name} writes one)")
+    why = ("is a folder" if path.is_dir() else "no such file" if not path.is_file() else
+           "not a .py file" if path.suffix != ".py" else "")
+    if why:
+        raise cli.UsageError(f"{path}: {why} ({PROG} start {ex.name} writes {ex.name}.py)")
     module = types.ModuleType(f"exercise_{ex.name}")
     module.__file__ = str(path.resolve())
-    source = path.read_bytes()      # an OSError is bad input: main says so in one line
+    try:     # an OSError is bad input too: main says so in one line
+        source = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise cli.UsageError(f"cannot read {path} as Python source: {e}") from None
     try:   # compiled from the source every time: no bytecode cache, never a stale one
         exec(compile(source, module.__file__, "exec"), module.__dict__)
-    except Exception as e:
+    except LEARNERS as e:
         raise learner_error(e, path, f"importing {path}") from None
     fn = getattr(module, ex.function, None)
     if not callable(fn):
@@ -94,13 +104,16 @@ def load_backward(ex, path):
 @dataclass
 class Verdict:
     """What ``check`` found. ``status``: "right", "wrong", "not implemented" or "raised";
-    ``lines``: the report for stdout; ``trainable``: every gradient has its input's shape and
-    dtype in float64 and float32 (so the engine takes it, whatever its values); ``error``: the
-    ``LearnerError`` when the learner's code raised."""
+    ``lines``: the report for stdout; ``error``: the ``LearnerError`` when the learner's code
+    raised; ``blocker``: why the engine would refuse it in training (its error's line, a wrong
+    count, shape or dtype of a gradient), "" when it takes it, whatever its values."""
     status: str
     lines: List[str] = field(default_factory=list)
-    trainable: bool = False
     error: Optional[LearnerError] = None
+    blocker: str = ""
+
+    def __post_init__(self):
+        self.blocker = self.error.line if self.error else self.blocker
 
 
 def _describe(obj):
@@ -119,7 +132,7 @@ def _structure(ex, got):
     if n > 1 and not (isinstance(got, (tuple, list)) and len(got) == n):
         return f"{ex.function} returns {_describe(got)}; it must return {n} arrays, ({grads})"
     for g, a in zip(ex.grads, as_tuple(got)):
-        if not isinstance(a, np.ndarray):
+        if not isinstance(a, (np.ndarray, np.generic)):     # a NumPy scalar is a 0-d array
             return f"{g} is {_describe(a)}, not a NumPy array"
     return None
 
@@ -162,26 +175,29 @@ def _call(ex, fn, path, cases):
                 f"{ex.function} in {path} is not implemented yet (it raises "
                 f"NotImplementedError): write it, its docstring leads the way; then check "
                 f"again"]), modified
-        except Exception as e:
+        except LEARNERS as e:
             return None, Verdict("raised", error=learner_error(
                 e, path, f"your {ex.function}", f" on {case.label}")), modified
         bad = _structure(ex, got)
         if bad:
-            return None, Verdict("wrong", [bad]), modified
+            return None, Verdict("wrong", [bad], blocker=bad), modified
         if not np.array_equal(dout, case.dout, equal_nan=True):
-            modified.add("dout")
+            modified.add(ex.upstream)
         if not all(np.array_equal(a, b, equal_nan=True)
                    for a, b in zip(_arrays(cache), _arrays(case.cache))):
             modified.add("the cache")
-        results.append(as_tuple(got))
+        results.append(tuple(np.asarray(a) for a in as_tuple(got)))
     return results, None, modified
 
 
-def _dtype_lines(g, ys, y32):
-    """What is wrong with the dtypes of gradient ``g`` (float64 cases ``ys``, float32 ``y32``)."""
+def _dtype_lines(g, ys, y32, r32):
+    """What is wrong with the dtypes of gradient ``g`` (float64 cases ``ys``, float32 ``y32``,
+    whose right one is ``r32``)."""
     lines = [f"for float64 inputs your {g} is {y.dtype}: a gradient has its input's dtype"
              for y in ys[:1] if any(y.dtype != np.float64 for y in ys)]
-    if y32.dtype != np.float32:
+    if y32.shape != r32.shape:
+        lines.append(f"for float32 inputs your {g} has shape {y32.shape}; it must be {r32.shape}")
+    elif y32.dtype != np.float32:
         lines.append(f"for float32 inputs your {g} is {y32.dtype}: a gradient has its input's "
                      f"dtype (the GPT trains in float32: a float64 constant or array in your "
                      f"code?)")
@@ -209,27 +225,29 @@ def check(ex, fn, path):
         return verdict
     yours, yours32 = results[:-1], results[-1]
     terms, mistakes = [ex.terms(c) for c in cases], [ex.mistakes(c) for c in cases]
-    labels = [c.label for c in cases]
+    factors, labels = [ex.factors(c) for c in cases], [c.label for c in cases]
+    rights = {g: [c.right[j] for c in cases] for j, g in enumerate(ex.grads)}
     width = max(len(g) for g in ex.grads) + 2
-    lines = [f"{ex.function} of {path}, in float64 on random inputs, weights and upstream "
+    weights = ", weights" if ex.weights else ""
+    lines = [f"{ex.function} of {path}, in float64 on random inputs{weights} and upstream "
              f"gradients:", "  " + "; ".join(labels)]
-    wrong, trainable = 0, True
+    wrong, blocker = 0, ""
     for j, g in enumerate(ex.grads):
-        ys, rs = [y[j] for y in yours], [c.right[j] for c in cases]
+        ys, rs = [y[j] for y in yours], rights[g]
         gterms = [[(f, m, np.broadcast_to(a, r.shape)) for f, m, a in t[g]]  # -rstd * mean(.)
                   for t, r in zip(terms, rs)]                                # is (..., 1)
         ok, said = _diagnose.diagnose(g, [y.astype(np.float64) for y in ys], rs, gterms,
-                                      [m.get(g, []) for m in mistakes], labels)
-        shapes = all(y.shape == r.shape for y, r in zip(ys, rs)) and \
-            yours32[j].shape == case32.right[j].shape
-        dtypes = _dtype_lines(g, ys, yours32[j]) if shapes else []
-        if dtypes:
-            said = (["wrong: the values are right, the dtype is not"] if ok else said[:1]) \
-                + dtypes + ([] if ok else said[1:])
-        elif ok:
-            said = [_right_line(ex, j, ys, cases, gterms)]
+                                      [m.get(g, []) for m in mistakes], labels,
+                                      [f.get(g, []) for f in factors], rights)
+        shapes = all(y.shape == r.shape for y, r in zip(ys, rs))
+        dtypes = _dtype_lines(g, ys, yours32[j], case32.right[j]) if shapes else []
+        if ok:
+            said = (["wrong: the values are right, the dtype is not"] if dtypes else
+                    [_right_line(ex, j, ys, cases, gterms)])
+        said = said[:1] + dtypes + said[1:]
         ok = ok and not dtypes
-        trainable = trainable and shapes and not dtypes
+        blocker = blocker or (dtypes[0] if dtypes else "" if shapes else
+                              said[0].removeprefix("wrong: "))
         wrong += not ok
         lines += [f"{g:<{width}}{said[0]}"] + [" " * width + s for s in said[1:]]
     if modified:
@@ -240,10 +258,10 @@ def check(ex, fn, path):
     if wrong or modified:
         head = f"{wrong} of {n} gradients wrong" if wrong and n > 1 else "Wrong"
         lines.append(f"{head}. The derivation, when you want it: {ex.link}")
-        return Verdict("wrong", lines, trainable)
+        return Verdict("wrong", lines, blocker=blocker)
     lines.append({1: "Right", 2: "Both gradients right"}.get(n, f"All {n} gradients right")
-                 + ". " + train_hint(ex, Path(path).parent))
-    return Verdict("right", lines, trainable)
+                 + ". " + train_hint(ex, Path(path)))
+    return Verdict("right", lines, blocker=blocker)
 
 
 # ----------------------------------------------------------------------------- training
@@ -263,13 +281,15 @@ def backward_swaps(folder):
     found), each checked; one progress line says which are used and how they fared.
 
     Raises:
-        cli.UsageError: ``folder`` is not a folder or holds no exercise file; a file whose
-            backward raises, or returns a wrong count, shape or dtype (the engine would stop
-            the run: ``check`` says why).
+        cli.UsageError: ``folder`` is a file, no folder, or holds no exercise file; a file
+            whose backward raises, or returns a wrong count, shape or dtype (the engine would
+            stop the run: the line says which).
     """
     folder = Path(folder)
     if not folder.is_dir():
-        raise cli.UsageError(f"--backward {folder}: no such folder")
+        raise cli.UsageError(f"--backward {folder}: " + (
+            "is a file; give the folder holding your NAME.py files" if folder.exists() else
+            "no such folder"))
     found = [(ex, folder / f"{ex.name}.py") for ex in EXERCISES.values()
              if (folder / f"{ex.name}.py").is_file()]
     if not found:
@@ -277,24 +297,23 @@ def backward_swaps(folder):
                              f"writes NAME.py)")
     swaps = []
     for ex, path in found:
-        try:
-            verdict = check(ex, load_backward(ex, path), path)
-        except LearnerError as e:
-            verdict = Verdict("raised", error=e)
-        if verdict.status != "not implemented" and not verdict.trainable:
-            why = verdict.error.line if verdict.error else "a wrong shape or dtype"
-            raise cli.UsageError(f"{path}: {ex.function} cannot train: {why} ({PROG} check "
-                                 f"{ex.name} --file {path})")
+        verdict = check_file(ex, path)
+        if verdict.status != "not implemented" and verdict.blocker:
+            raise cli.UsageError(f"{path}: {ex.function} cannot train: {verdict.blocker} "
+                                 f"({PROG} check {ex.name} --file {path})")
         swaps.append(Swap(ex.name, str(path), verdict.status))
     cli.progress(f"backward passes from {folder}: {trained_with(swaps)}")
     return tuple(swaps)
 
 
-def trained_with(swaps):
-    """One line: which backward passes of a run are the learner's, and how their checks went."""
-    yours = [f"{s.name}_backward (right)" if s.status == "right" else
-             f"{s.name}_backward (WRONG: {PROG} check {s.name} --file {s.path})"
-             for s in swaps if s.status != "not implemented"]
+def trained_with(swaps, called=None):
+    """One line: which backward passes of a run are the learner's, how their checks went and,
+    given ``called`` (the exercise names the run's models called), which went unused."""
+    def how(s):
+        unused = called is not None and s.name not in called
+        return ("right" if s.status == "right" else f"WRONG: {PROG} check {s.name} --file "
+                f"{s.path}") + (", not called in this run" if unused else "")
+    yours = [f"{s.name}_backward ({how(s)})" for s in swaps if s.status != "not implemented"]
     idle = [s.name for s in swaps if s.status == "not implemented"]
     text = f"yours: {', '.join(yours)}" if yours else "none of yours"
     if idle:
@@ -306,27 +325,36 @@ def install(swaps):
     """Put each implemented backward of ``swaps`` in its layer module, where the layer's
     ``Function`` looks it up: in the process that trains (a worker imports the files again).
     Arguments after ``(dout, cache)`` (attention's and linear's ``needs``) are dropped: the
-    learner's backward computes every gradient."""
+    learner's backward computes every gradient. Returns the set of the exercise names whose
+    backward the model has called, filled in as it calls them."""
+    called = set()
     for s in swaps:
         if s.status == "not implemented":
             continue
         ex = EXERCISES[s.name]
         fn = load_backward(ex, s.path)
 
-        def backward(dout, cache, *needs, fn=fn):
+        def backward(dout, cache, *needs, fn=fn, name=s.name):
+            called.add(name)
             return fn(dout, cache)
 
         setattr(ex.module, ex.function, backward)
+    return called
 
 
 # ----------------------------------------------------------------------------- the command
 
-def train_hint(ex, folder):
-    """How to train a GPT with the learner's backward of ``ex`` from ``folder``."""
+def train_hint(ex, path):
+    """How to train a GPT with the learner's backward of ``ex`` from the file ``path``: its
+    folder, when it holds it as NAME.py, as ``--backward`` needs."""
     if ex.study is None:
         return ("No GPT calls it: SwiGLU's and attention's backward passes take silu' and the "
                 "softmax's gradient themselves.")
-    return f"Train the GPT with it: python -m experiments.{ex.study} --tiny --backward {folder}"
+    run = f"python -m experiments.{ex.study} --tiny --backward"
+    if path.name == f"{ex.name}.py":
+        return f"Train the GPT with it: {run} {path.parent}"
+    return (f"Train the GPT with it: --backward takes a folder holding it as {ex.name}.py "
+            f"(mkdir mine && cp {path} mine/{ex.name}.py && {run} mine)")
 
 
 def _check_command(ex, path):
@@ -358,11 +386,16 @@ def start(ex, folder):
     return cli.EXIT_OK
 
 
-def run_check(ex, path):
+def check_file(ex, path):
+    """``check`` of the backward in the file ``path`` (``cli.UsageError`` as ``load_backward``)."""
     try:
-        verdict = check(ex, load_backward(ex, path), path)
+        return check(ex, load_backward(ex, path), path)
     except LearnerError as e:
-        verdict = Verdict("raised", error=e)
+        return Verdict("raised", error=e)
+
+
+def run_check(ex, path):
+    verdict = check_file(ex, path)
     if verdict.error:
         sys.stderr.write(verdict.error.text)
         cli.progress(f"{PROG}: {verdict.error.line}")
@@ -393,7 +426,7 @@ def run(argv):
     c = sub.add_parser("check", help="check your backward: each gradient right, or what is "
                        "wrong")
     c.add_argument("name", choices=EXERCISES, metavar="NAME", help=f"the exercise ({PROG} lists them)")
-    c.add_argument("--file", type=cli.path_arg, metavar="PATH", default=argparse.SUPPRESS,
+    c.add_argument("--file", type=cli.path_arg, metavar="PATH",
                    help="your file (default: exercises/NAME.py)")
     args = p.parse_args(argv)
     if args.command in (None, "list"):
@@ -401,7 +434,7 @@ def run(argv):
     ex = EXERCISES[args.name]
     if args.command == "start":
         return start(ex, args.dir)
-    return run_check(ex, getattr(args, "file", DEFAULT_DIR / f"{ex.name}.py"))
+    return run_check(ex, args.file or DEFAULT_DIR / f"{ex.name}.py")
 
 
 if __name__ == "__main__":

@@ -222,9 +222,10 @@ class Job:
 def train_one(job):
     """Train one variant from one seed (``gpt.train.train``, the chapter's loop); its entry:
     params, status ("ok" or "diverged", with the step), final and per-step losses, gradient
-    norms, the val curve, seconds, the instrument's result and, with checkpoints, the weights."""
+    norms, the val curve, seconds, the instrument's result, the learner's backward passes it
+    called (``--backward``) and, with checkpoints, the weights."""
     args = job.args
-    exercise.install(job.backward)
+    called = exercise.install(job.backward)
     model = GPT(job.config, seed=job.seed)
     if job.variant.modify:
         job.variant.modify(model)
@@ -284,7 +285,8 @@ def train_one(job):
     entry.update(steps_completed=len(losses), loss_curve=[float(x) for x in losses],
                  grad_norms=[float(x) for x in norms],
                  val_curve=[[s, v if math.isfinite(v) else str(v)] for s, v in val_curve],
-                 seconds=round(seconds, 3), extra=collector.result() if collector else None)
+                 seconds=round(seconds, 3), extra=collector.result() if collector else None,
+                 backward_called=sorted(called))
     return entry
 
 
@@ -360,10 +362,10 @@ def run_study(study, argv):
     out = cli.check_output_dir(args.output_dir, ("results.json", "run_log.txt", "curves.csv"))
     if args.backward and args.scheduler:  # a Dask worker lives on: it would keep the swaps
         raise cli.UsageError("--backward trains on this machine only: leave out --scheduler")
-    backward = exercise.backward_swaps(args.backward) if args.backward else ()
+    plan.backward = exercise.backward_swaps(args.backward) if args.backward else ()
     jobs = [Job(v, plan.configs[v.name], s, plan.steps, args, plan.train_data, plan.val_data,
                 f"{v.name}{f' s{s}' if len(plan.seeds) > 1 else ''}".ljust(12), study.instrument,
-                backward) for v in study.variants for s in plan.seeds]
+                plan.backward) for v in study.variants for s in plan.seeds]
     cpus = cli.available_cpus()
     workers = min(args.jobs or max(1, cpus // args.threads), len(jobs))
     if args.threads > 1 and workers * args.threads > cpus:  # BLAS threads spin: 10x slower
@@ -401,8 +403,6 @@ def run_study(study, argv):
 
     for line in _report.stdout_lines(report):
         print(line)
-    if backward:
-        print(f"\nBackward passes: {exercise.trained_with(backward)}")
     print(f"\nOutputs written to {out.resolve()}")
     if plot_note:
         cli.progress(f"{study.name}: {plot_note}")

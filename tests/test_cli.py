@@ -182,6 +182,24 @@ def test_a_file_cut_short_is_absent_and_leaves_no_temporary(tmp_path, exc):
     assert (tmp_path / "b.txt").read_text() == "old"
 
 
+def test_a_folder_that_takes_no_file_is_named_not_our_temporary_name(tmp_path, monkeypatch):
+    def refuse(dir, prefix, suffix):
+        raise OSError(errno.ENOENT, "No such file or directory", f"{dir}/{prefix}x1{suffix}")
+    monkeypatch.setattr(cli.tempfile, "mkstemp", refuse)
+    with pytest.raises(cli.UsageError) as ei:
+        cli.write_outputs(tmp_path, {"a.txt": "a"})
+    assert str(ei.value) == f"cannot write in {tmp_path}: No such file or directory"
+
+
+def test_help_shows_a_default_once():
+    p = cli.ArgumentParser(prog="p")
+    p.add_argument("--corpus", help="a file (default: the built-in corpus)")
+    p.add_argument("--seed", type=int, default=3, help="a seed")
+    text = " ".join(p.format_help().split())
+    assert "a file (default: the built-in corpus) --seed" in text
+    assert "a seed (default: 3)" in text
+
+
 def test_write_json_is_strict_json(tmp_path):
     cli.write_json(tmp_path / "r.json", {"loss": 1.5})
     assert json.loads((tmp_path / "r.json").read_text()) == {"loss": 1.5}

@@ -9,6 +9,7 @@ gradient dropped, sign-flipped and doubled, is named as exactly that mistake.
 from __future__ import annotations
 
 import inspect
+import json
 import re
 from pathlib import Path
 
@@ -127,7 +128,7 @@ def test_the_cases_have_a_batch_of_one_and_a_row_of_one_feature():
 @pytest.mark.parametrize("name", EXERCISES)
 def test_our_own_backward_passes_its_check(name):
     per, v = verdict_lines(name, OURS[name])
-    assert v.status == "right" and v.trainable, v.lines
+    assert v.status == "right" and not v.blocker, v.lines
     assert set(per) == set(EXERCISES[name].grads)
     assert all(lines[0].startswith("right: error") and "central differences" in lines[0]
                for lines in per.values())
@@ -153,9 +154,11 @@ BROKEN = [
      {"dx": "term 2, -rotate_half(dout * sin) (the transpose"}),
     ("softmax", B.softmax_backward_no_sum, {"dx": "without term 2, -y * sum(dy * y)"}),
     ("attention", B.attention_backward_dq_unscaled,
-     {"dq": "leaves out the 1/sqrt(hs) of the scores"}),
+     {"dq": "your dq is the right one multiplied by sqrt(hs): the 1/sqrt(hs) of the scores "
+            "is left out"}),
     ("cross_entropy", B.cross_entropy_backward_no_mean,
-     {"dlogits": "leaves out the 1/N of the mean"}),
+     {"dlogits": "your dlogits is the right one multiplied by N: the 1/N of the mean is "
+                 "left out"}),
     ("linear", B.linear_backward_dweight_transposed,
      {"dweight": "your dweight is the right one transposed"}),
     ("embedding", B.embedding_backward_overwrite,
@@ -173,7 +176,7 @@ def test_a_mistake_of_broken_is_diagnosed_as_that_mistake(name, fn, said):
     with np.errstate(all="ignore"):      # no_eps divides by a zero variance at C = 1
         per, v = verdict_lines(name, fn)
     assert v.status == "wrong"
-    assert v.trainable == (name != "linear")    # a (C, O) dweight where (O, C) belongs is not
+    assert bool(v.blocker) == (name == "linear")   # a (C, O) dweight where (O, C) belongs
     for g, lines in per.items():
         if g in said:
             assert lines[0].startswith("wrong: largest error") or "transposed" in lines[0]
@@ -234,7 +237,8 @@ def test_a_transposed_weight_gradient_of_any_shape_is_named():
     per, v = verdict_lines("swiglu", planted("swiglu", "dw_gate", lambda r, t: r.T.copy()))
     assert per["dw_gate"] == ["wrong: your dw_gate is the right one transposed: dw_gate has the "
                               "shape of its input, (6, 4) in x (2, 2, 4), H = 6"]
-    assert not v.trainable          # (C, H) where (H, C) belongs: the engine would refuse it
+    assert v.blocker.startswith("your dw_gate is the right one transposed")   # the engine
+                                                                        # would refuse it
 
 
 def test_a_sum_over_some_rows_only_is_named():
@@ -245,6 +249,106 @@ def test_a_sum_over_some_rows_only_is_named():
     assert per["dweight"][0] == ("wrong: dweight has shape (3, 6) in x (2, 3, 6); it must be "
                                  "(6,). Summed over its leading axes yours is right: sum over "
                                  "every row")
+
+
+def _norm(dout, cache, mean=np.mean, weighted=True, rows=np.sum, order=(0, 1, 2),
+          mean_term=True):
+    """A learner's LayerNorm backward (RMSNorm's: ``mean_term=False, order=(0, 1)``), with the
+    mistakes a learner makes: ``mean`` over a row np.sum, the weight left out of dxhat,
+    ``rows`` np.mean for dweight and dbias, the gradients returned in another ``order``."""
+    xhat, weight, rstd = cache
+    dxhat = dout * weight if weighted else dout
+    m = lambda a: mean(a, axis=-1, keepdims=True)  # noqa: E731
+    dx = rstd * (dxhat - (m(dxhat) if mean_term else 0.0) - xhat * m(dxhat * xhat))
+    grads = (dx, rows((dout * xhat).reshape(-1, xhat.shape[-1]), axis=0),
+             rows(dout.reshape(-1, xhat.shape[-1]), axis=0))
+    return tuple(grads[i] for i in order)
+
+
+def _embedding_buffered(dout, cache):
+    idx, shape, dtype = cache
+    dweight = np.zeros(shape, dtype)
+    dweight[idx] += dout.reshape(-1, shape[1])      # buffered: one of each repeated row
+    return dweight
+
+
+def _cross_entropy_no_dloss(dloss, cache):
+    probs, t, valid, eps, reduction, count, shape = cache
+    d = probs.copy()
+    d[np.arange(len(t)), t] -= 1.0
+    return (d / count).reshape(shape)
+
+
+TERMS_LN = ("term 2, -mean(dxhat) (the path through the mean), is multiplied by C; term 3, "
+            "-xhat * mean(dxhat * xhat) (the path through the variance), is multiplied by C: a "
+            "sum over the C features where a mean belongs")
+MEAN_ROWS = "is the right one multiplied by 1/N: a mean over the N rows where a sum belongs"
+WEIGHT = "your dx takes dxhat = dout: the weight of dxhat = dout * weight is left out"
+COMMON = [
+    ("layernorm", lambda d, c: _norm(d, c, weighted=False), {"dx": WEIGHT}),
+    ("rmsnorm", lambda d, c: _norm(d, c, weighted=False, order=(0, 1), mean_term=False),
+     {"dx": WEIGHT}),
+    ("rmsnorm", lambda d, c: _norm(d, c, order=(0, 1)),
+     {"dx": "your dx has LayerNorm's term -mean(dxhat): RMSNorm subtracts no mean"}),
+    ("layernorm", lambda d, c: _norm(d, c, mean=np.sum), {"dx": "in your dx, " + TERMS_LN}),
+    ("layernorm", lambda d, c: _norm(d, c, rows=np.mean),
+     {"dweight": "your dweight " + MEAN_ROWS, "dbias": "your dbias " + MEAN_ROWS}),
+    ("rmsnorm", lambda d, c: _norm(d, c, rows=np.mean, order=(0, 1), mean_term=False),
+     {"dweight": "your dweight " + MEAN_ROWS}),
+    ("linear", lambda d, c: tuple(g / (d.size // d.shape[-1]) if i else g
+                                  for i, g in enumerate(OURS["linear"](d, c))),
+     {"dweight": "your dweight " + MEAN_ROWS, "dbias": "your dbias " + MEAN_ROWS}),
+    ("layernorm", lambda d, c: _norm(d, c, order=(0, 2, 1)),
+     {"dweight": "wrong: your dweight is the right dbias: return (dx, dweight, dbias) in this "
+                 "order",
+      "dbias": "wrong: your dbias is the right dweight: return (dx, dweight, dbias) in this "
+               "order"}),
+    ("softmax", lambda dy, c: c[0] * (1 - c[0]) * dy,
+     {"dx": "your dx takes the Jacobian's diagonal alone, y (1 - y)"}),
+    ("embedding", _embedding_buffered, {"dweight": "a[idx] = v and a[idx] += v both keep one of "
+                                                   "them, np.add.at(a, idx, v) adds every one"}),
+    ("cross_entropy", _cross_entropy_no_dloss,
+     {"dlogits": "your dlogits is the right one multiplied by 1/dloss: the upstream gradient "
+                 "dloss is left out"}),
+    ("attention", lambda d, c: (lambda dq, dk, dv: (dq, dk * c[4], dv))(*OURS["attention"](d, c)),
+     {"dk": "your dk is the right one multiplied by 1/sqrt(hs): the 1/sqrt(hs) of the scores is "
+            "applied twice"}),
+]
+
+
+@pytest.mark.parametrize("name,fn,said", COMMON, ids=[f"{n}-{i}" for i, (n, *_) in
+                                                      enumerate(COMMON)])
+def test_a_common_mistake_is_named(name, fn, said):
+    per, v = verdict_lines(name, fn)
+    assert v.status == "wrong"
+    for g, lines in per.items():
+        if g in said:
+            assert said[g] in " ".join(lines), lines
+        else:
+            assert lines[0].startswith("right"), (g, lines)
+
+
+def test_the_case_where_it_is_wrong_is_named_only_when_it_is_the_only_one():
+    def wrong_in(labels):
+        def backward(dout, cache):
+            dx, dw, db = OURS["layernorm"](dout, cache)
+            if dout.shape[-1] in labels:      # the feature count tells the cases apart
+                dx = dx + (0.1 * np.sin(np.arange(dx.size)) ** 2).reshape(dx.shape).astype(dx.dtype)
+            return dx, dw, db
+        return verdict_lines("layernorm", backward)[0]["dx"][1]
+    assert wrong_in({1}) == ("no combination of the terms of dx explains it; it is wrong only "
+                             "in x (4, 1), one feature")
+    assert wrong_in({6}) == "no combination of the terms of dx explains it"  # 3 of 4 cases
+
+
+def test_a_numpy_scalar_is_a_0d_array_of_the_wrong_shape():
+    def summed_over_everything(dout, cache):
+        dx, _, dbias = OURS["layernorm"](dout, cache)
+        red = tuple(range(dout.ndim))
+        return dx, (dout * cache[0]).sum(axis=red), dbias     # a float64 scalar
+    per, v = verdict_lines("layernorm", summed_over_everything)
+    assert per["dweight"] == ["wrong: dweight has shape () in x (2, 3, 6); it must be (6,)"]
+    assert v.blocker == "dweight has shape () in x (2, 3, 6); it must be (6,)"
 
 
 def test_an_unexplained_error_says_so_and_where():
@@ -269,17 +373,29 @@ def test_a_float64_gradient_for_float32_inputs_is_refused_for_training():
     assert per["dx"] == ["wrong: the values are right, the dtype is not",
                          "for float32 inputs your dx is float64: a gradient has its input's dtype "
                          "(the GPT trains in float32: a float64 constant or array in your code?)"]
-    assert v.status == "wrong" and not v.trainable
+    assert v.status == "wrong" and v.blocker == per["dx"][1]
 
 
-def test_a_backward_that_modifies_dout_in_place_is_wrong():
+@pytest.mark.parametrize("name,upstream", [("rmsnorm", "dout"), ("softmax", "dy")])
+def test_a_backward_that_modifies_its_upstream_gradient_in_place_is_wrong(name, upstream):
     def in_place(dout, cache):
-        grads = OURS["rmsnorm"](dout, cache)
+        grads = OURS[name](dout, cache)
         dout *= 2.0
         return grads
-    per, v = verdict_lines("rmsnorm", in_place)
+    per, v = verdict_lines(name, in_place)
     assert all(lines[0].startswith("right") for lines in per.values())
-    assert v.status == "wrong" and "modified dout in place" in v.lines[-2]
+    assert v.status == "wrong" and f"modified {upstream} in place" in v.lines[-2]
+
+
+@pytest.mark.parametrize("name,words", [
+    ("layernorm", ("in float64 on random inputs, weights and upstream gradients:",
+                   "on random inputs, random weights and a random upstream")),
+    ("softmax", ("in float64 on random inputs and upstream gradients:",
+                 "on random inputs and a random upstream"))])
+def test_only_a_layer_with_weights_is_said_to_have_random_ones(tmp_path, capsys, name, words):
+    assert words[0] in exercise.check(EXERCISES[name], OURS[name], "learner.py").lines[0]
+    assert main(["start", name, "--dir", str(tmp_path)]) == 0
+    assert words[1] in (tmp_path / f"{name}.py").read_text()
 
 
 @pytest.mark.parametrize("got,line", [
@@ -291,7 +407,7 @@ def test_a_backward_that_modifies_dout_in_place_is_wrong():
 ])
 def test_a_wrong_return_is_one_line(got, line):
     v = exercise.check(EXERCISES["layernorm"], got, "learner.py")
-    assert v.status == "wrong" and not v.trainable and len(v.lines) == 1
+    assert v.status == "wrong" and v.blocker == v.lines[0] and len(v.lines) == 1
     assert v.lines[0].startswith(line)
 
 
@@ -382,6 +498,13 @@ def test_check_a_right_file_then_a_wrong_one(tmp_path, capsys):
                                                    ["dbias", "right:"]]
     assert out[5].startswith("All 3 gradients right. Train the GPT with it: python -m "
                              f"experiments.four_variants --tiny --backward {tmp_path}")
+    other = tmp_path / "try2.py"
+    other.write_text(path.read_text())
+    assert main(["check", "layernorm", "--file", str(other)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"All 3 gradients right. Train the GPT with it: --backward takes a folder holding it as "
+        f"layernorm.py (mkdir mine && cp {other} mine/layernorm.py && python -m "
+        f"experiments.four_variants --tiny --backward mine)")
     path.write_text(path.read_text().replace("dxhat - dxhat.mean(axis=-1, keepdims=True)", "dxhat"))
     assert main(["check", "layernorm", "--file", str(path)]) == 1
     out = capsys.readouterr().out
@@ -430,13 +553,44 @@ def test_a_syntax_error_is_shown_as_python_shows_it(tmp_path, capsys):
     assert "SyntaxError" in err and f"{exercise.PROG}: importing {path} raised SyntaxError" in err
 
 
+@pytest.mark.parametrize("where", ["import", "backward"])
+@pytest.mark.parametrize("call,said", [("sys.exit()", "SystemExit at"),
+                                       ("sys.exit(3)", "SystemExit at"),
+                                       ("raise SystemExit('bye')", "SystemExit at")])
+def test_a_sys_exit_in_the_learners_code_is_an_exception_of_theirs(tmp_path, capsys, where,
+                                                                    call, said):
+    body = f"    {call}" if where == "backward" else "    return dout, dout, dout"
+    path = _learner_file(tmp_path, "layernorm", body)
+    if where == "import":
+        path.write_text(path.read_text() + f"\n{call}\n")
+    path.write_text("import sys\n" + path.read_text())
+    capsys.readouterr()
+    assert main(["check", "layernorm", "--file", str(path)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    subject = f"importing {path}" if where == "import" else "your layernorm_backward"
+    assert err[-1].startswith(f"{exercise.PROG}: {subject} raised {said} {path}:"), err
+
+
 @pytest.mark.parametrize("argv,words", [
     (["check", "layernorm", "--file", "nowhere.py"], "nowhere.py: no such file"),
+    (["check", "layernorm", "--file", "."], ".: is a folder"),
     (["check", "nosuch"], "invalid choice: 'nosuch'"),
     (["start"], "the following arguments are required: NAME"),
 ])
 def test_bad_input_is_one_line_and_status_2(capsys, argv, words):
     assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and words in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("name,content,words", [
+    ("notes.txt", b"def layernorm_backward(dout, cache):\n    pass\n", "notes.txt: not a .py file"),
+    ("layernorm.py", bytes(range(128, 256)), "layernorm.py as Python source: 'utf-8' codec"),
+])
+def test_a_file_that_is_not_python_source_is_bad_input(tmp_path, capsys, name, content, words):
+    path = tmp_path / name
+    path.write_bytes(content)
+    assert main(["check", "layernorm", "--file", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and words in err and "Traceback" not in err
 
@@ -480,6 +634,14 @@ def test_install_puts_the_learners_backward_where_the_layer_calls_it(tmp_path, m
     assert np.array_equal(x.grad, np.ones((2, 4)) @ w.data)
 
 
+def test_a_sys_exit_makes_a_file_unusable_for_training(tmp_path, capsys):
+    (tmp_path / "gelu.py").write_text("import sys\nsys.exit(0)\n")
+    with pytest.raises(cli.UsageError) as ei:
+        exercise.backward_swaps(tmp_path)
+    assert str(ei.value).startswith(f"{tmp_path / 'gelu.py'}: gelu_backward cannot train: "
+                                    f"importing {tmp_path / 'gelu.py'} raised SystemExit at ")
+
+
 TINY = ["--steps", "3", "--n-layers", "1", "--d-model", "16", "--n-heads", "2",
         "--block-size", "8", "--eval-every", "3", "--no-plots"]
 
@@ -488,6 +650,13 @@ def _table(out):
     lines = out.splitlines()
     i = lines.index(next(ln for ln in lines if ln.startswith("norm ")))
     return lines[i:i + 6]
+
+
+def _under_table(text):
+    """The line that ends the block of a study's table (stdout or run_log.txt)."""
+    lines = text.splitlines()
+    i = lines.index(next(ln for ln in lines if ln.startswith("norm ")))
+    return lines[lines.index("", i) - 1]
 
 
 def _train(capsys, out, *argv):
@@ -528,13 +697,30 @@ def test_a_wrong_backward_changes_its_rows_and_is_named(tmp_path, capsys):
     wrong = tmp_path / "wrong"
     path = _learner_file(wrong, "layernorm", LAYERNORM.replace(
         "dxhat - dxhat.mean(axis=-1, keepdims=True)", "dxhat"))
+    _learner_file(wrong, "softmax", "    y, axis = cache\n"
+                  "    return y * dy - y * (dy * y).sum(axis=axis, keepdims=True)")
     capsys.readouterr()
     status, out, err = _train(capsys, tmp_path / "out", *TINY, "--backward", str(wrong))
     assert status == 0, err
     rows, plain_rows = _table(out)[2:], _table(plain)[2:]
     assert [r != p for r, p in zip(rows, plain_rows)] == [True, False, True, False]  # ln rows only
-    assert (f"Backward passes: yours: layernorm_backward (WRONG: {exercise.PROG} check layernorm "
-            f"--file {path})") in out
+    warning = ("WARNING: trained with a wrong layernorm_backward (yours) in ln+gelu, ln+swiglu: "
+               "these losses are not the model's")
+    log = (tmp_path / "out" / "run_log.txt").read_text()
+    assert _under_table(out) == _under_table(log) == warning
+    said = (f"yours: layernorm_backward (WRONG: {exercise.PROG} check layernorm --file {path}), "
+            f"softmax_backward (right, not called in this run); the layers' own for the rest")
+    assert f"Backward passes: {said}" in out.splitlines()
+    assert f"- backward passes (--backward {wrong}): {said}." in log.splitlines()
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert results["backward"] == [
+        {"exercise": "layernorm", "file": str(path), "check": "wrong",
+         "called_by": ["ln+gelu", "ln+swiglu"]},
+        {"exercise": "softmax", "file": str(wrong / "softmax.py"), "check": "right",
+         "called_by": []}]
+    assert [r["backward_called"] for r in results["runs"]] == [["layernorm"], [], ["layernorm"],
+                                                              []]
+    assert json.loads((tmp_path / "ours" / "results.json").read_text())["backward"] is None
 
 
 @pytest.mark.slow
@@ -545,8 +731,14 @@ def test_a_backward_that_cannot_train_stops_the_run_before_it_starts(tmp_path, c
     status, out, err = _train(capsys, tmp_path / "out", *TINY, "--backward", str(folder))
     assert status == 2 and out == ""
     assert err.splitlines() == [f"{four_variants.PROG}: error: {folder / 'gelu.py'}: gelu_backward "
-                                f"cannot train: a wrong shape or dtype ({exercise.PROG} check gelu "
-                                f"--file {folder / 'gelu.py'})"]
+                                f"cannot train: for float32 inputs your dx is float64: a "
+                                f"gradient has its input's dtype (the GPT trains in float32: a "
+                                f"float64 constant or array in your code?) ({exercise.PROG} check "
+                                f"gelu --file {folder / 'gelu.py'})"]
     assert not (tmp_path / "out").exists()
     status, _, err = _train(capsys, tmp_path / "out", *TINY, "--backward", str(tmp_path / "none"))
     assert status == 2 and "no such folder" in err
+    status, _, err = _train(capsys, tmp_path / "out", *TINY, "--backward", str(folder / "gelu.py"))
+    assert status == 2 and err.splitlines() == [
+        f"{four_variants.PROG}: error: --backward {folder / 'gelu.py'}: is a file; give the "
+        f"folder holding your NAME.py files"]
