@@ -117,6 +117,20 @@ def path_arg(text):
     return Path(text)
 
 
+def given_options(parser, argv):
+    """The destinations of the options ``argv`` gives explicitly (even at their default value),
+    so that a preset or a checkpoint can fill in the others: ``parser.parse_args`` into a
+    namespace whose every attribute is a marker, which argparse keeps where nothing was given.
+
+    Raises:
+        UsageError: as ``parser.parse_args`` (through ``ArgumentParser.error``).
+    """
+    unset = object()
+    dests = vars(parser.parse_args(argv))
+    given = parser.parse_args(argv, argparse.Namespace(**{k: unset for k in dests}))
+    return {k for k, v in vars(given).items() if v is not unset}
+
+
 def add_threads_option(parser):
     """Add ``--threads N``: the BLAS threads of the command (``main`` applies it)."""
     parser.add_argument("--threads", type=positive_int, default=1, metavar="N",
