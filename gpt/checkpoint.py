@@ -171,7 +171,9 @@ def load_training_state(path: PathLike):
     opt = meta.get("optimizer")
     if opt is not None:
         try:
-            opt = {"param_groups": opt["param_groups"], "state": {
+            groups = [{**g, "betas": tuple(g["betas"])} if "betas" in g else g  # JSON: a list
+                      for g in opt["param_groups"]]
+            opt = {"param_groups": groups, "state": {
                 int(i): {"step": step, **{name: arrays[f"{OPTIMIZER_PREFIX}state.{i}.{name}"]
                                           for name in ("exp_avg", "exp_avg_sq")}}
                 for i, step in opt["steps"].items()}}
