@@ -32,8 +32,22 @@ train batch loss; the estimates at the evaluation steps), ``loss.png`` (with mat
 ``run_log.txt``; each complete or absent. Exit status: 0 trained; 1 the loss became NaN or
 infinite (the files are written up to there); 2 bad input (one line); 130 Ctrl-C.
 """
-from experiments import cli  # the standard library only: NumPy loads in run(), after cli.main
-#                              has set its BLAS threads (OPENBLAS_NUM_THREADS)
+import json
+import math
+import os
+import time
+
+import numpy as np
+
+import gpt.train
+from gpt import GPT, GPTConfig
+from gpt.checkpoint import load_checkpoint, load_training_state, save_checkpoint
+from gpt.data import CharTokenizer, load_corpus, train_val_split
+from gpt.sample import generate
+
+from experiments import _plots, cli
+from experiments.four_variants import (add_model_options, apply_preset, memory_lower_bound,
+                                       optimiser_setup)
 
 PROG = "python -m experiments.train"
 MAX_ITERS = 1_000_000
@@ -47,8 +61,6 @@ NOT_RESTORED = ("resume", "output_dir", "threads", "progress_interval", "no_plot
 
 def build_parser():
     """The command's options (``--help`` lists them with their defaults)."""
-    from experiments.four_variants import add_model_options
-
     p = cli.ArgumentParser(prog=PROG, description="Train one GPT on a text, as nanoGPT's "
                            "train.py: schedule, evaluation, best-val checkpoint, --resume.")
     p.add_argument("--max-iters", type=cli.bounded_int(1, MAX_ITERS, "iterations"),
@@ -72,7 +84,8 @@ def build_parser():
 
 
 def run(argv=None):
-    """Train one model as the options say; returns the exit status.
+    """Train one model as the options say, in a spawned worker process (``cli.run_in_worker``:
+    its NumPy reads the BLAS threads ``cli.main`` set); returns the exit status.
 
     Args:
         argv (list[str] | None): the command's arguments (default ``sys.argv[1:]``).
@@ -82,21 +95,18 @@ def run(argv=None):
         cli.UsageError: bad options, an unreadable corpus, no checkpoint to resume, an option
             a resumed run cannot change, an output folder that cannot be written.
     """
-    import json
-    import math
-    import os
-    import time
+    args, saved = parse_args(argv)
+    return cli.run_in_worker(train_model, args, saved)
 
-    import numpy as np
 
-    import gpt.train
-    from gpt import GPT, GPTConfig
-    from gpt.checkpoint import load_checkpoint, load_training_state, save_checkpoint
-    from gpt.data import CharTokenizer, load_corpus, train_val_split
-    from gpt.sample import generate
-    from experiments.four_variants import apply_preset, memory_lower_bound, optimiser_setup
+def parse_args(argv):
+    """``(args, saved)``: the options (the command line over the checkpoint's with
+    ``--resume``, over ``--preset``, over the defaults) and the checkpoint's training state
+    (None without ``--resume``), every option checked.
 
-    # ------------------------------------------------------------------ arguments
+    Raises:
+        cli.UsageError: as ``run``.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     given = cli.given_options(parser, argv)
@@ -120,6 +130,13 @@ def run(argv=None):
         if saved["step"] >= args.max_iters:
             raise cli.UsageError(f"--resume: the checkpoint is at step {saved['step']}, "
                                  f"--max-iters {args.max_iters}: give a larger --max-iters")
+    optimiser_setup(args, args.max_iters)  # its checks
+    return args, saved
+
+
+def train_model(args, saved=None):
+    """The run itself (in the worker): data, model, loop, report; returns the exit status."""
+    out = args.output_dir
     make_optimizer, lr_at = optimiser_setup(args, args.max_iters)
 
     # ------------------------------------------------------------------ data
@@ -153,9 +170,8 @@ def run(argv=None):
     history = {"step": [], "lr": [], "loss": [], "evals": []}   # evals: [step, train, val]
     start, best = 0, None   # best: (step, val estimate, state_dict)
     if saved is not None:
-        ckpt = load_checkpoint(out / CHECKPOINT)
-        model.load_state_dict(ckpt.state_dict())
-        optimizer.load_state_dict(optimizer_state)
+        model.load_state_dict(load_checkpoint(out / CHECKPOINT).state_dict())
+        optimizer.load_state_dict(load_training_state(out / CHECKPOINT)[0])
         rng.bit_generator.state = saved["rng"]
         eval_rng.bit_generator.state = saved["eval_rng"]
         history, start = saved["history"], saved["step"]
@@ -268,8 +284,6 @@ def curves_csv(history):
 def loss_png(history, uniform, files):
     """Add ``loss.png`` to ``files``: the training batch loss per step, the estimates, the
     uniform baseline, and the learning rate beside; returns the install hint without matplotlib."""
-    from experiments import _plots
-
     if not _plots.available():
         return _plots.INSTALL_HINT
 

@@ -70,7 +70,7 @@ def test_every_preset_key_is_an_option_of_a_command():
 # ---------------------------------------------------------------- a run, and its resumption
 
 @pytest.mark.slow
-def test_resume_gives_the_numbers_of_an_uninterrupted_run(tmp_path, capsys):
+def test_resume_gives_the_numbers_of_an_uninterrupted_run(tmp_path, capfd):
     """6 steps, then --resume to 10 == 10 steps at once: every step's loss and lr, every
     estimate, the checkpoint's weights and AdamW moments, bit for bit."""
     whole, part = tmp_path / "whole", tmp_path / "part"
@@ -78,7 +78,7 @@ def test_resume_gives_the_numbers_of_an_uninterrupted_run(tmp_path, capsys):
     assert main(TINY + SCHEDULE + ["--max-iters", "6", "--output-dir", str(part)]) == 0
     first = (part / "curves.csv").read_text()
     assert main(["--resume", "--max-iters", "10", "--output-dir", str(part)]) == 0
-    out = capsys.readouterr().out
+    out = capfd.readouterr().out
     assert "resuming at step" in out
     assert (whole / "curves.csv").read_text() == (part / "curves.csv").read_text()
     assert (part / "curves.csv").read_text().startswith(first)   # the first run's rows, then on
@@ -96,12 +96,12 @@ def test_resume_gives_the_numbers_of_an_uninterrupted_run(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_a_run_writes_its_files_and_prints_a_sample(tmp_path, capsys):
+def test_a_run_writes_its_files_and_prints_a_sample(tmp_path, capfd):
     out = tmp_path / "o"
     args = [a for a in TINY if a != "--no-plots"]
     assert main(args + ["--max-iters", "4", "--output-dir", str(out), "--sample-chars", "40",
                         "--corpus", "pride"]) == 0
-    cap = capsys.readouterr()
+    cap = capfd.readouterr()
     names = {"ckpt.npz", "curves.csv", "run_log.txt"} | ({"loss.png"} if
                                                           four_variants._plots.available() else set())
     assert {p.name for p in out.iterdir()} == names
@@ -129,20 +129,20 @@ def test_a_run_writes_its_files_and_prints_a_sample(tmp_path, capsys):
     (["--corpus", "nope.txt"], "not found"),
     (["--max-iters", "2000000"], "maximum"),
 ])
-def test_bad_input_is_one_line_and_exit_2(args, needle, tmp_path, capsys):
+def test_bad_input_is_one_line_and_exit_2(args, needle, tmp_path, capfd):
     assert main(args + ["--output-dir", str(tmp_path / "o")]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
+    err = capfd.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle in err[0] and err[0].startswith(train.PROG)
     assert not (tmp_path / "o").exists()
 
 
 @pytest.mark.slow
-def test_resume_refuses_a_changed_model_and_a_finished_run(tmp_path, capsys):
+def test_resume_refuses_a_changed_model_and_a_finished_run(tmp_path, capfd):
     out = str(tmp_path / "o")
     assert main(TINY + ["--max-iters", "3", "--output-dir", out, "--sample-chars", "0"]) == 0
-    capsys.readouterr()
+    capfd.readouterr()
     for args, needle in ((["--n-layers", "2", "--max-iters", "6"], "--n-layers 1"),
                          ([], "give a larger --max-iters")):
         assert main(["--resume", "--output-dir", out] + args) == 2
-        err = capsys.readouterr().err.strip().splitlines()
+        err = capfd.readouterr().err.strip().splitlines()
         assert len(err) == 1 and needle in err[0]
