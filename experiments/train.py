@@ -73,7 +73,7 @@ def build_parser():
                    help="where the files go")
     p.add_argument("--resume", action="store_true", help=f"continue the run whose {CHECKPOINT} "
                    "is in --output-dir, with its options (those given here win)")
-    p.add_argument("--sample-chars", type=cli.nonnegative_int, default=300, metavar="N",
+    p.add_argument("--sample-chars", type=cli.nonnegative_int, default=200, metavar="N",
                    help="characters sampled from the checkpoint at the end")
     p.add_argument("--progress-interval", type=cli.positive_float, default=10.0, metavar="S",
                    help="seconds between progress lines on stderr")
@@ -254,7 +254,9 @@ def train_model(args, saved=None):
             say(f"sample (temperature 0.8):\n{tokenizer.decode(idx[0, 1:])}")
     files = {"curves.csv": curves_csv(history)}
     if not args.no_plots:
-        note = loss_png(history, math.log(tokenizer.vocab_size), files)
+        note = loss_png(history, math.log(tokenizer.vocab_size), files,
+                        f"{args.corpus or 'built-in corpus'}, {model.num_parameters():,} "
+                        f"parameters, init {args.init}")
         if note:
             cli.progress(f"train: {note}")
     files["run_log.txt"] = "\n".join(lines) + "\n"
@@ -281,7 +283,7 @@ def curves_csv(history):
     return "\n".join(rows) + "\n"
 
 
-def loss_png(history, uniform, files):
+def loss_png(history, uniform, files, title):
     """Add ``loss.png`` to ``files``: the training batch loss per step, the estimates, the
     uniform baseline, and the learning rate beside; returns the install hint without matplotlib."""
     if not _plots.available():
@@ -306,7 +308,10 @@ def loss_png(history, uniform, files):
         lr_ax.set_ylabel("learning rate (dashed)")
         lr_ax.set_ylim(0, max(history["lr"], default=1.0) * 1.05)
         ax.legend(fontsize=8, loc="upper right")
-        ax.set_title("loss per step; estimates on random batches of each split", fontsize=10)
+        top = ax.get_ylim()[1]
+        above = " (the first steps are above the axis)" if max(finite, default=0) > top else ""
+        ax.set_title(f"{title}\nloss per step; estimates on random batches of each split"
+                     f"{above}", fontsize=9)
         _plots.save(fig, path)
 
     files["loss.png"] = draw
