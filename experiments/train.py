@@ -188,7 +188,9 @@ def train_model(args, saved=None):
 
     for line in lines[2:]:
         cli.progress(f"train: {line}")
-    if start:
+    if start:   # the log keeps the estimates of the run so far
+        lines += [f"step {s}: train loss {tr:.4f}, val loss {va:.4f}" for s, tr, va in
+                  history["evals"]]
         say(f"resuming at step {start} (best val {best[1]:.4f}) to step {args.max_iters}")
 
     # ------------------------------------------------------------------ loop
