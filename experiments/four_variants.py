@@ -229,7 +229,10 @@ def parse_args(study, argv):
     """The study's options: the command line over ``--preset`` over the defaults."""
     parser = build_parser(study)
     args = parser.parse_args(argv)
-    apply_preset(args, cli.given_options(parser, argv))
+    given = cli.given_options(parser, argv)
+    if args.tiny or args.full:  # they say how many steps, as --steps does
+        given.add("steps")
+    apply_preset(args, given)
     return args
 
 

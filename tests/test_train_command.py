@@ -58,6 +58,8 @@ def test_the_studies_take_the_same_preset():
                 a.init, a.decay_on, a.seeds) == (2000, 250, 128, 64, 12, 2000, "gpt2", "2d", 5)
         assert four_variants.parse_args(study, ["--preset", "shakespeare-cpu", "--steps", "7"]
                                         ).steps == 7
+        tiny = four_variants.parse_args(study, ["--preset", "shakespeare-cpu", "--tiny"])
+        assert tiny.steps is None and tiny.tiny and tiny.d_model == 128   # --tiny: 200 steps
 
 
 def test_every_preset_key_is_an_option_of_a_command():
