@@ -86,6 +86,9 @@ def _loss_curves(report, path):
     fig, axes = subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), sharex=True,
                              sharey=True, squeeze=False)
     finite = [x for e in report.runs for x in e["loss_curve"] if np.isfinite(x)]
+    cap, n_val = getattr(report.plan, "eval_tokens", None), len(report.plan.val_data) - 1
+    val_label = "val (whole split), mean" if cap is None or n_val <= cap else \
+        f"val (about {cap} of its {n_val} positions), mean"
     for ax, v in zip(axes.flat, variants):
         runs = report.runs_of(v.name)
         for e in runs:
@@ -99,7 +102,7 @@ def _loss_curves(report, path):
             steps = [int(s) for s, _ in ok[0]["val_curve"]]
             vals = np.mean([[float(x) for _, x in e["val_curve"]] for e in ok], axis=0)
             ax.plot(steps, vals, "o-", ms=3, lw=1.2, color="tab:orange",
-                    label="val (whole split), mean")
+                    label=val_label)
         for e in runs:
             if e["status"] != "ok":
                 ax.axvline(e["diverged_at"]["step"], color="tab:red", lw=0.8, ls="--")
@@ -127,8 +130,10 @@ def _loss_curves(report, path):
                 for _, x in e["val_curve"] if np.isfinite(float(x))]
         hi = max(report.uniform_baseline * 1.25, np.percentile(finite, 2) * 1.05,
                  max(vals, default=0.0) * 1.05, max(tails, default=0.0) * 1.05)
-        axes.flat[0].set_ylim(max(0.0, lo - 0.1), max(hi, lo + 0.5))
-        how = "the first steps (loss near 42) are above the axis"
+        top = max(hi, lo + 0.5)
+        axes.flat[0].set_ylim(max(0.0, lo - 0.1), top)
+        how = (f"the first steps (loss near {max(finite):.0f}) are above the axis"
+               if max(finite) > top else "every step on the axis")
     else:
         how = "no finite loss"
     for ax in axes[-1]:
