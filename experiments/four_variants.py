@@ -84,8 +84,8 @@ def add_model_options(p, varied=()):
     p.add_argument("--preset", choices=sorted(PRESETS),
                    help="a configuration (PRESETS); options given here win over its values")
     p.add_argument("--corpus", type=corpus_arg, metavar="NAME|PATH",
-                   help=f"{' or '.join(CORPORA)} (gpt/corpus/SOURCE.txt) or a UTF-8 text file "
-                        f"(default: the built-in opening of Pride and Prejudice)")
+                   help=f"{' or '.join(CORPORA)} (gpt/corpus/SOURCE.txt), or a UTF-8 text file; "
+                        f"none: the built-in opening of Pride and Prejudice")
     p.add_argument("--seed", type=cli.nonnegative_int, default=0, metavar="S",
                    help="seed of the initialisation and the batches (a study: the first seed)")
     g = p.add_argument_group("model")
@@ -106,11 +106,11 @@ def add_model_options(p, varied=()):
     g.add_argument("--lr", type=cli.positive_float, default=3e-3,
                    help="AdamW learning rate (the peak of the schedule)")
     g.add_argument("--min-lr", type=cli.nonnegative_float, metavar="LR",
-                   help="learning rate at the end of the cosine decay (default: --lr, constant)")
+                   help="learning rate at the end of the cosine decay; none: --lr (constant)")
     g.add_argument("--warmup-iters", type=cli.nonnegative_int, default=0, metavar="N",
                    help="steps of linear warmup")
     g.add_argument("--lr-decay-iters", type=cli.positive_int, metavar="N",
-                   help="step where the cosine reaches --min-lr (default: the run's steps)")
+                   help="step where the cosine reaches --min-lr; none: the run's steps")
     g.add_argument("--weight-decay", type=cli.nonnegative_float, default=0.01, metavar="W",
                    help="AdamW's decoupled weight decay")
     g.add_argument("--decay-on", choices=("all", "2d"), default="all",
