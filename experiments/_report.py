@@ -368,9 +368,13 @@ def results_dict(report: Report) -> Dict[str, Any]:
         "config": {
             "steps": plan.steps, "seed": report.seeds[0], "seeds": report.seeds,
             "batch_size": args.batch_size, "eval_every": args.eval_every,
-            "optimizer": {"name": "AdamW", "lr": args.lr, "betas": [0.9, 0.999], "eps": 1e-8,
-                          "weight_decay": plan.weight_decay},
-            "clip_grad_norm": plan.clip,
+            "preset": args.preset, "init": args.init,
+            "optimizer": {"name": "AdamW", "lr": args.lr, "betas": [0.9, args.beta2], "eps": 1e-8,
+                          "weight_decay": args.weight_decay, "decay_on": args.decay_on},
+            "schedule": {"warmup_iters": args.warmup_iters,
+                         "lr_decay_iters": args.lr_decay_iters or plan.steps,
+                         "min_lr": args.lr if args.min_lr is None else args.min_lr},
+            "clip_grad_norm": args.grad_clip or None,
             "model": model_cfg,
             "baseline": study.baseline.name,
             "variants": [v.name for v in study.variants],
@@ -378,6 +382,7 @@ def results_dict(report: Report) -> Dict[str, Any]:
                 "path": None if args.corpus is None else str(args.corpus),
                 "name": "built-in: Jane Austen, Pride and Prejudice (1813), opening of "
                         "chapter 1, Project Gutenberg eBook #1342" if args.corpus is None
+                        else args.corpus if isinstance(args.corpus, str)
                         else Path(args.corpus).name,
                 "sha256": hashlib.sha256(plan.text.encode("utf-8")).hexdigest(),
                 "characters": len(plan.text), "vocab_size": plan.vocab_size,

@@ -11,7 +11,8 @@ reported as the median [min-max] over repeats.
     python -m experiments.bench --sizes tiny --repeats 7 --steps 20 --json bench.json
 
 Sizes (d_model, n_layers, T, B; 4 heads, learned positions, float32, the built-in corpus): tiny
-(64, 2, 32, 32: the chapter's), small (128, 4, 64, 32), medium (256, 6, 128, 16).
+(64, 2, 32, 32: the chapter's), small (128, 4, 64, 32), medium (256, 6, 128, 16); and cpu
+(128, 4, 64, 12), the shape of ``--preset shakespeare-cpu``, measured when named.
 """
 import argparse
 import importlib.util
@@ -34,7 +35,9 @@ from experiments import cli
 from experiments.gradcheck_report import json_arg
 
 PROG = "python -m experiments.bench"
-SIZES = {"tiny": (64, 2, 32, 32), "small": (128, 4, 64, 32), "medium": (256, 6, 128, 16)}
+SIZES = {"tiny": (64, 2, 32, 32), "small": (128, 4, 64, 32), "medium": (256, 6, 128, 16),
+         "cpu": (128, 4, 64, 12)}   # cpu: the shape of --preset shakespeare-cpu (nanoGPT's)
+DEFAULT_SIZES = "tiny,small,medium"
 VARIANTS = ["ln+gelu", "rms+gelu", "ln+swiglu", "rms+swiglu"]
 MAX_STEPS = 1_000_000
 MEMORY_STEPS = 3  # steps run by the fresh process that measures the peak memory
@@ -332,7 +335,7 @@ def run(argv=None) -> int:
     """
     p = cli.ArgumentParser(prog=PROG, description="Time a GPT training step: minigrad, the "
                            "chapter's PyTorch models and the matrix products alone, side by side.")
-    p.add_argument("--sizes", type=_choices(SIZES, "size"), default=",".join(SIZES), metavar="LIST",
+    p.add_argument("--sizes", type=_choices(SIZES, "size"), default=DEFAULT_SIZES, metavar="LIST",
                    help=f"comma-separated, of {', '.join(SIZES)}")
     p.add_argument("--variants", type=_choices(VARIANTS, "variant"), default=",".join(VARIANTS),
                    metavar="LIST", help=f"comma-separated, of {', '.join(VARIANTS)}")

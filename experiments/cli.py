@@ -18,11 +18,14 @@ and status 2, Ctrl-C one line and status 130, a closed pipe quiet and status 141
 ``cat``. Standard library only.
 """
 import argparse
+import concurrent.futures
 import errno
 import io
 import json
 import math
+import multiprocessing
 import os
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -138,6 +141,20 @@ def available_cpus():
         return os.cpu_count() or 1
 
 
+def given_options(parser, argv):
+    """The destinations of the options ``argv`` gives explicitly (even at their default value),
+    so that a preset or a checkpoint can fill in the others: ``parser.parse_args`` into a
+    namespace whose every attribute is a marker, which argparse keeps where nothing was given.
+
+    Raises:
+        UsageError: as ``parser.parse_args`` (through ``ArgumentParser.error``).
+    """
+    unset = object()
+    dests = vars(parser.parse_args(argv))
+    given = parser.parse_args(argv, argparse.Namespace(**{k: unset for k in dests}))
+    return {k for k, v in vars(given).items() if v is not unset}
+
+
 def add_threads_option(parser):
     """Add ``--threads N``: the BLAS threads of the command (``main`` applies it), at most the
     CPUs this process may use (more threads than CPUs only wait for each other)."""
@@ -242,6 +259,36 @@ def main(prog, run, argv=None):
         _silence_stdout()
         status = _error(prog, f"cannot write to stdout: {e.strerror or e}")
     sys.exit(status)
+
+
+def _start_worker():
+    """A worker's first step: Ctrl-C is the parent's to handle (no traceback from a worker),
+    and the parent's SIGTERM raises KeyboardInterrupt, so a file being written is removed."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def run_in_worker(fn, *args):
+    """``fn(*args)`` in a spawned worker process: its NumPy reads the BLAS threads and its glibc
+    the allocator settings that ``main`` put in the environment (this process loaded NumPy
+    before). Returns what ``fn`` returns and raises what it raises. On a Ctrl-C here the
+    worker is sent SIGTERM, which stops it at once.
+    """
+    with concurrent.futures.ProcessPoolExecutor(
+            1, mp_context=multiprocessing.get_context("spawn"),
+            initializer=_start_worker) as pool:
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            future = pool.submit(fn, *args)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        try:
+            return future.result()
+        except KeyboardInterrupt:
+            for process in list(pool._processes.values()):  # Python 3.14: terminate_workers()
+                process.terminate()
+            raise
 
 
 def check_output_dir(path, names=()):

@@ -11,6 +11,13 @@ batches, so with ``--seeds N`` the variants pair seed by seed (95 % Student-t in
     python -m experiments.four_variants --tiny --seeds 5 --jobs 2  # seeds 0..4, intervals
     python -m experiments.four_variants --full                     # 2000 steps
     python -m experiments.four_variants --full --seeds 10 --scheduler tcp://10.0.0.5:8786
+    python -m experiments.four_variants --preset shakespeare-cpu   # nanoGPT's CPU run, 4 ways
+
+``--preset shakespeare-cpu`` is nanoGPT's CPU configuration on Tiny Shakespeare (``PRESETS``:
+4 layers, 4 heads, d_model 128, block 64, batch 12, 2000 steps, AdamW lr 1e-3 betas (0.9, 0.99)
+with weight decay 0.1 on the 2-D weights only, 100 warmup steps then a cosine to 1e-4
+(``gpt.train.get_lr``), GPT-2's initialisation); an option given on the command line wins over
+the preset's value.
 
 Prints the chapter's table (norm, mlp, params, train, val) and the uniform baseline ln(V);
 train and val are mean losses over every position of each split (a sample of ``--eval-tokens``
@@ -25,6 +32,7 @@ others go on, everything is written); 2 bad input (one line, nothing written); 1
 import concurrent.futures
 import contextlib
 import datetime
+import functools
 import math
 import multiprocessing
 import os
@@ -41,17 +49,111 @@ import gpt.train
 from gpt import GPT, GPTConfig
 from gpt.checkpoint import save_checkpoint
 from gpt.config import MLPS, NORMS, POSITIONS
-from gpt.data import CharTokenizer, check_split_length, load_corpus, train_val_split
+from gpt.data import CORPORA, CharTokenizer, check_split_length, load_corpus, train_val_split
+from gpt.model import INITS
 
 from experiments import _plots, _report, cli, exercise
 
 PROG = "python -m experiments.four_variants"
 TINY_STEPS, FULL_STEPS, MAX_STEPS = 200, 2000, 1_000_000
-TRAIN_FRACTION, WEIGHT_DECAY, CLIP = 0.9, 0.01, 1.0
+TRAIN_FRACTION = 0.9
 EVAL_TOKENS = 16384  # cap on the positions a final loss covers (the built-in corpus: all)
 CONNECT_TIMEOUT = 10  # seconds to reach a Dask scheduler (Dask's default: 30)
 VARIANTS = (("ln", "gelu"), ("rms", "gelu"), ("ln", "swiglu"), ("rms", "swiglu"))
 steps_arg = cli.bounded_int(1, MAX_STEPS, "steps per run")
+
+# nanoGPT's README, "I only have a macbook": its train.py with config/train_shakespeare_char.py
+# and --device=cpu --compile=False --eval_iters=20 --log_interval=1 --block_size=64
+# --batch_size=12 --n_layer=4 --n_head=4 --n_embd=128 --max_iters=2000 --lr_decay_iters=2000
+# --dropout=0.0 (the config file: lr 1e-3, min_lr 1e-4, beta2 0.99, warmup 100, eval every 250;
+# train.py: weight decay 0.1, clip 1.0, GPT-2's init). Keys are option destinations: a command
+# takes those it has (experiments.train's max_iters/eval_interval/eval_iters, the studies'
+# steps/eval_every).
+PRESETS = {"shakespeare-cpu": dict(
+    corpus="shakespeare", n_layers=4, n_heads=4, d_model=128, block_size=64, batch_size=12,
+    init="gpt2", lr=1e-3, min_lr=1e-4, beta2=0.99, warmup_iters=100, lr_decay_iters=2000,
+    weight_decay=0.1, decay_on="2d", grad_clip=1.0,
+    max_iters=2000, eval_interval=250, eval_iters=20, steps=2000, eval_every=250)}
+
+
+def corpus_arg(text):
+    """``--corpus``: a name of ``gpt.data.CORPORA`` (kept as the name) or a path."""
+    return text if text in CORPORA else cli.path_arg(text)
+
+
+def add_model_options(p, varied=()):
+    """The options of the model, its initialisation, the optimiser and the schedule, shared by
+    the studies and ``experiments.train`` (defaults: the chapter's; ``--preset``: nanoGPT's),
+    and ``--corpus``, ``--seed``, ``--preset``; ``varied``: the fields a study sets itself."""
+    p.add_argument("--preset", choices=sorted(PRESETS),
+                   help="a configuration (PRESETS); options given here win over its values")
+    p.add_argument("--corpus", type=corpus_arg, metavar="NAME|PATH",
+                   help=f"{' or '.join(CORPORA)} (gpt/corpus/SOURCE.txt), or a UTF-8 text file; "
+                        f"none: the built-in opening of Pride and Prejudice")
+    p.add_argument("--seed", type=cli.nonnegative_int, default=0, metavar="S",
+                   help="seed of the initialisation and the batches (a study: the first seed)")
+    g = p.add_argument_group("model")
+    for flag, meta, default, what in (
+            ("--batch-size", "B", 32, "windows per step"), ("--block-size", "T", 32, "context"),
+            ("--n-layers", "L", 2, "blocks"), ("--n-heads", "H", 4, "heads, dividing C"),
+            ("--d-model", "C", 64, "width of the residual stream")):
+        g.add_argument(flag, type=cli.positive_int, default=default, metavar=meta, help=what)
+    for name, choices, what in (("norm", NORMS, "normalisation"), ("mlp", MLPS, "MLP"),
+                                ("pos", POSITIONS, "position encoding")):
+        if name not in varied:
+            g.add_argument(f"--{name}", choices=choices, default=choices[0], help=what)
+    g.add_argument("--dtype", choices=("float32", "float64"), default="float32", help="dtype")
+    g.add_argument("--init", choices=INITS, default="pytorch",
+                   help="pytorch: the chapter's (PyTorch's defaults, N(0, 1) embedding); gpt2: "
+                        "GPT-2's N(0, 0.02), residual projections / sqrt(2 n_layers)")
+    g = p.add_argument_group("optimiser and schedule (nanoGPT's train.py)")
+    g.add_argument("--lr", type=cli.positive_float, default=3e-3,
+                   help="AdamW learning rate (the peak of the schedule)")
+    g.add_argument("--min-lr", type=cli.nonnegative_float, metavar="LR",
+                   help="learning rate at the end of the cosine decay; none: --lr (constant)")
+    g.add_argument("--warmup-iters", type=cli.nonnegative_int, default=0, metavar="N",
+                   help="steps of linear warmup")
+    g.add_argument("--lr-decay-iters", type=cli.positive_int, metavar="N",
+                   help="step where the cosine reaches --min-lr; none: the run's steps")
+    g.add_argument("--weight-decay", type=cli.nonnegative_float, default=0.01, metavar="W",
+                   help="AdamW's decoupled weight decay")
+    g.add_argument("--decay-on", choices=("all", "2d"), default="all",
+                   help="all: every parameter (the chapter's); 2d: only the parameters with 2 "
+                        "dimensions, not biases and norm gains (nanoGPT's)")
+    g.add_argument("--beta2", type=cli.nonnegative_float, default=0.999,
+                   help="AdamW's second-moment decay (beta1 is 0.9)")
+    g.add_argument("--grad-clip", type=cli.nonnegative_float, default=1.0, metavar="NORM",
+                   help="clip the total gradient norm to NORM; 0: no clipping")
+
+
+def apply_preset(args, given):
+    """Fill in ``args.preset``'s values for the options not in ``given`` (the ones the command
+    line set) and that ``args`` has."""
+    for k, v in PRESETS.get(args.preset, {}).items():
+        if hasattr(args, k) and k not in given:
+            setattr(args, k, v)
+
+
+def optimiser_setup(args, steps):
+    """``(make_optimizer(model), lr_at)`` from the options: ``gpt.train.configure_optimizers``
+    and ``gpt.train.get_lr`` (picklable, for the worker processes).
+
+    Raises:
+        cli.UsageError: ``--warmup-iters`` not below ``--lr-decay-iters``, or ``--beta2`` >= 1.
+    """
+    decay_iters = args.lr_decay_iters or steps
+    if args.warmup_iters >= decay_iters:
+        raise cli.UsageError(f"--warmup-iters ({args.warmup_iters}) must be less than "
+                             f"--lr-decay-iters ({decay_iters})")
+    if args.beta2 >= 1:
+        raise cli.UsageError(f"--beta2 must be below 1, got {args.beta2}")
+    make = functools.partial(gpt.train.configure_optimizers, lr=args.lr,
+                             weight_decay=args.weight_decay, betas=(0.9, args.beta2),
+                             decay=args.decay_on)
+    lr_at = functools.partial(gpt.train.get_lr, lr=args.lr,
+                              min_lr=args.lr if args.min_lr is None else args.min_lr,
+                              warmup_iters=args.warmup_iters, lr_decay_iters=decay_iters)
+    return make, lr_at
 
 
 @dataclass(frozen=True)
@@ -105,11 +207,8 @@ def build_parser(study):
     length.add_argument("--tiny", action="store_true", help=f"{TINY_STEPS} steps per run")
     length.add_argument("--full", action="store_true", help=f"{FULL_STEPS} steps per run")
     p.add_argument("--steps", type=steps_arg, metavar="N", help="steps per run (overrides both)")
-    p.add_argument("--seed", type=cli.nonnegative_int, default=0, metavar="S", help="first seed")
     p.add_argument("--seeds", type=cli.positive_int, default=1, metavar="N",
                    help="seeds S .. S+N-1, the same for every variant (paired differences)")
-    p.add_argument("--corpus", type=cli.path_arg, metavar="PATH",
-                   help="a UTF-8 text file (default: the built-in corpus)")
     p.add_argument("--output-dir", type=cli.path_arg, default=f"outputs/{study.name}",
                    metavar="DIR", help="where the files go")
     runner = p.add_mutually_exclusive_group()
@@ -132,22 +231,21 @@ def build_parser(study):
     p.add_argument("--backward", type=cli.path_arg, metavar="DIR", help="train with your own "
                    "backward passes, the files of python -m experiments.exercise in DIR")
     cli.add_threads_option(p)
-    g = p.add_argument_group("model and optimiser")
-    for flag, meta, default, what in (
-            ("--batch-size", "B", 32, "windows per step"), ("--block-size", "T", 32, "context"),
-            ("--n-layers", "L", 2, "blocks"), ("--n-heads", "H", 4, "heads, dividing C"),
-            ("--d-model", "C", 64, "width of the residual stream")):
-        g.add_argument(flag, type=cli.positive_int, default=default, metavar=meta, help=what)
-    varied = {k for v in study.variants for k in v.overrides}
-    for name, choices, what in (("norm", NORMS, "normalisation"), ("mlp", MLPS, "MLP"),
-                                ("pos", POSITIONS, "position encoding")):
-        if name not in varied:
-            g.add_argument(f"--{name}", choices=choices, default=choices[0], help=what)
-    g.add_argument("--dtype", choices=("float32", "float64"), default="float32", help="dtype")
-    g.add_argument("--lr", type=cli.positive_float, default=3e-3, help="AdamW learning rate")
+    add_model_options(p, varied={k for v in study.variants for k in v.overrides})
     if study.add_arguments:
         study.add_arguments(p)
     return p
+
+
+def parse_args(study, argv):
+    """The study's options: the command line over ``--preset`` over the defaults."""
+    parser = build_parser(study)
+    args = parser.parse_args(argv)
+    given = cli.given_options(parser, argv)
+    if args.tiny or args.full:  # they say how many steps, as --steps does
+        given.add("steps")
+    apply_preset(args, given)
+    return args
 
 
 def memory_lower_bound(config, batch_size, training=True):
@@ -191,13 +289,14 @@ def plan_study(study, args):
         raise cli.UsageError(f"the model and batch need at least {need / 2**30:.1f} GiB of memory "
                              f"to train, more than this machine's {have / 2**30:.1f} GiB")
     seeds = list(range(args.seed, args.seed + args.seeds))
+    steps = args.steps or (FULL_STEPS if args.full else TINY_STEPS)
+    optimiser_setup(args, steps)  # its checks, before any run starts
     now = datetime.datetime.now(datetime.timezone.utc)
     return SimpleNamespace(
         study=study, args=args, seeds=seeds, text=text, tokenizer=tokenizer,
         vocab_size=tokenizer.vocab_size, train_data=train_data, val_data=val_data,
         configs=configs, eval_tokens=args.eval_tokens, train_fraction=TRAIN_FRACTION,
-        weight_decay=WEIGHT_DECAY, clip=CLIP,
-        steps=args.steps or (FULL_STEPS if args.full else TINY_STEPS),
+        steps=steps,
         corpus_label="built-in" if args.corpus is None else str(args.corpus),
         run_id=f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}",
         checkpoint_name=lambda v, s: f"{v.slug}.npz" if len(seeds) == 1 else
@@ -226,7 +325,7 @@ def train_one(job):
     called (``--backward``) and, with checkpoints, the weights."""
     args = job.args
     called = exercise.install(job.backward)
-    model = GPT(job.config, seed=job.seed)
+    model = GPT(job.config, seed=job.seed, init=args.init)
     if job.variant.modify:
         job.variant.modify(model)
     rng = np.random.default_rng(job.seed)  # the batches: same seed, same stream for every variant
@@ -255,9 +354,11 @@ def train_one(job):
              "params": model.num_parameters(), "status": "ok", "message": None,
              "diverged_at": None, "checkpoint": None}
     try:
-        result = gpt.train.train(model, job.train_data, steps=job.steps, lr=args.lr,
-                                 batch_size=args.batch_size, weight_decay=WEIGHT_DECAY,
-                                 clip=CLIP, rng=rng, on_step=on_step)
+        make_optimizer, lr_at = optimiser_setup(args, job.steps)
+        result = gpt.train.train(model, job.train_data, steps=job.steps,
+                                 batch_size=args.batch_size, clip=args.grad_clip or None,
+                                 rng=rng, on_step=on_step, optimizer=make_optimizer(model),
+                                 lr_at=lr_at)
         losses, norms, seconds = result.losses, result.grad_norms, result.seconds
         with np.errstate(all="ignore"):
             final = {"train_loss": evaluate(job.train_data), "val_loss": evaluate(job.val_data),
@@ -357,7 +458,7 @@ def train_all(jobs, workers, client=None):
 
 def run_study(study, argv):
     """A study command from top to bottom: arguments, data, runs, report, files; its status."""
-    args = build_parser(study).parse_args(argv)
+    args = parse_args(study, argv)
     plan = plan_study(study, args)
     out = cli.check_output_dir(args.output_dir, ("results.json", "run_log.txt", "curves.csv"))
     if args.backward and args.scheduler:  # a Dask worker lives on: it would keep the swaps

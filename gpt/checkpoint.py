@@ -15,6 +15,12 @@ Layout of the archive (``numpy.savez``, uncompressed):
   before they existed, or without a tokenizer, lack them, still load with ``load_checkpoint``,
   and ``load_tokenizer`` says what is missing; ``load_checkpoint(path).run_id`` is None for a
   checkpoint without a run id.
+- optionally (``save_checkpoint(..., optimizer=, train_state=)``, what ``experiments.train``
+  writes to resume a run): the optimizer's state, as ``Optimizer.state_dict()`` lays it out,
+  its arrays keyed ``__optimizer__.state.<i>.<name>`` (``exp_avg``, ``exp_avg_sq`` of parameter
+  i) and the rest in the metadata's ``"optimizer"`` (``param_groups``, and ``steps``: i -> the
+  parameter's step count); and ``"train"``, a JSON object the training command chooses (its
+  step, options, generator states, history). ``load_training_state`` reads both.
 
 Everything loads with ``np.load(path, allow_pickle=False)``. ``save_checkpoint`` is a plain write
 of the file it is given, as ``torch.save`` is: not atomic. The commands of ``experiments/`` stage
@@ -31,16 +37,18 @@ from typing import Union
 import numpy as np
 
 __all__ = ["META_KEY", "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION", "save_checkpoint",
-           "load_checkpoint", "load_config", "load_tokenizer"]
+           "load_checkpoint", "load_config", "load_tokenizer", "load_training_state"]
 
 META_KEY = "__minigrad_gpt__"
+OPTIMIZER_PREFIX = "__optimizer__."
 CHECKPOINT_FORMAT = "minigrad-gpt-checkpoint"
 CHECKPOINT_VERSION = 1
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-def save_checkpoint(model, path: PathLike, tokenizer=None, run_id=None) -> Path:
+def save_checkpoint(model, path: PathLike, tokenizer=None, run_id=None, optimizer=None,
+                    train_state=None) -> Path:
     """Write ``model``'s parameters and config to ``path`` (an ``.npz`` archive).
 
     A plain write, as ``torch.save``: not atomic (an interrupted write leaves a partial file);
@@ -53,6 +61,9 @@ def save_checkpoint(model, path: PathLike, tokenizer=None, run_id=None) -> Path:
             are stored (``vocab``) so that ``experiments.generate`` can turn text into ids and
             back. None stores no vocabulary.
         run_id: a string naming the run that made the model (stored as ``"run_id"``), or None.
+        optimizer: a ``minigrad.optim.Optimizer`` whose state is stored (to resume training),
+            or None.
+        train_state: a JSON-serialisable dict stored as ``"train"``, or None.
 
     Returns:
         ``Path`` of the written file.
@@ -85,6 +96,15 @@ def save_checkpoint(model, path: PathLike, tokenizer=None, run_id=None) -> Path:
             raise TypeError(f"run_id must be a non-empty str, got {run_id!r}")
         meta["run_id"] = run_id
     arrays = {name: np.asarray(a) for name, a in state.items()}
+    if optimizer is not None:
+        sd = optimizer.state_dict()
+        meta["optimizer"] = {"param_groups": sd["param_groups"], "steps": {
+            str(i): s["step"] for i, s in sd["state"].items()}}
+        for i, s in sd["state"].items():
+            for name in ("exp_avg", "exp_avg_sq"):
+                arrays[f"{OPTIMIZER_PREFIX}state.{i}.{name}"] = s[name]
+    if train_state is not None:
+        meta["train"] = train_state
     arrays[META_KEY] = np.array(json.dumps(meta, sort_keys=True))  # 0-d '<U..' array, no pickle
     with open(dest, "wb") as f:  # a file object: np.savez would append ".npz" to a path
         np.savez(f, **arrays)
@@ -135,6 +155,33 @@ def load_tokenizer(path: PathLike):
     return CharTokenizer("".join(vocab))
 
 
+def load_training_state(path: PathLike):
+    """What ``save_checkpoint(..., optimizer=, train_state=)`` stored to resume training.
+
+    Returns:
+        ``(optimizer_state, train_state)``: the first a dict for ``Optimizer.load_state_dict``
+        (``"state"``: i -> {``step``, ``exp_avg``, ``exp_avg_sq``}, ``"param_groups"``), the
+        second the stored dict; each None when the checkpoint does not hold it.
+
+    Raises:
+        FileNotFoundError / IsADirectoryError / ValueError: as ``load_checkpoint``; ValueError:
+            an optimizer state with arrays missing.
+    """
+    meta, arrays = _read(Path(path))
+    opt = meta.get("optimizer")
+    if opt is not None:
+        try:
+            groups = [{**g, "betas": tuple(g["betas"])} if "betas" in g else g  # JSON: a list
+                      for g in opt["param_groups"]]
+            opt = {"param_groups": groups, "state": {
+                int(i): {"step": step, **{name: arrays[f"{OPTIMIZER_PREFIX}state.{i}.{name}"]
+                                          for name in ("exp_avg", "exp_avg_sq")}}
+                for i, step in opt["steps"].items()}}
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise ValueError(f"checkpoint {path} has a malformed optimizer state ({e!r})") from None
+    return opt, meta.get("train")
+
+
 def load_checkpoint(path: PathLike):
     """Rebuild a ``gpt.GPT`` from a file written by ``save_checkpoint``.
 
@@ -156,6 +203,7 @@ def load_checkpoint(path: PathLike):
 
     p = Path(path)
     meta, arrays = _read(p)
+    arrays = {k: v for k, v in arrays.items() if not k.startswith(OPTIMIZER_PREFIX)}
     model = GPT(_config(p, meta))
     try:
         model.load_state_dict(arrays)  # checks every key and shape, casts to the model's dtype

@@ -18,7 +18,10 @@ an evaluation to about N target positions spread evenly over the split.
 
 Built-in corpus: ``gpt/corpus/pride_and_prejudice.txt``, the opening of Jane Austen's "Pride and
 Prejudice" (1813; Project Gutenberg eBook #1342, public domain), 1773 characters with exactly 48
-distinct ones; ``gpt/corpus/SOURCE.txt`` names the source.
+distinct ones. Two larger corpora ship beside it, named in ``CORPORA``: ``"shakespeare"``, Tiny
+Shakespeare (1,115,394 characters, 65 distinct; the corpus of nanoGPT's shakespeare_char) and
+``"pride"``, the whole novel (683,934 characters, 74 distinct; the same transcription as the
+opening). ``gpt/corpus/SOURCE.txt`` names the source of each.
 """
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ from layers.checks import positive_int
 
 __all__ = [
     "BUILTIN_CORPUS_PATH",
+    "CORPORA",
     "CharTokenizer",
     "load_corpus",
     "train_val_split",
@@ -52,6 +56,9 @@ N_CODE_POINTS = 0x110000
 
 #: Path of the built-in corpus (package data).
 BUILTIN_CORPUS_PATH = Path(__file__).resolve().parent / "corpus" / "pride_and_prejudice.txt"
+#: The corpora that ship with the package, by name (``load_corpus("shakespeare")``).
+CORPORA = {"shakespeare": BUILTIN_CORPUS_PATH.parent / "tiny_shakespeare.txt",
+           "pride": BUILTIN_CORPUS_PATH.parent / "pride_and_prejudice_full.txt"}
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -173,7 +180,9 @@ class NotARegularFile(ValueError):
 
 
 def load_corpus(path: Optional[PathLike] = None) -> str:
-    """Read a UTF-8 text corpus; ``path=None`` reads the built-in one.
+    """Read a UTF-8 text corpus: ``None`` the built-in one, a name of ``CORPORA``
+    (``"shakespeare"``, ``"pride"``) that corpus, anything else a path (a file called
+    ``shakespeare`` in the current folder is ``"./shakespeare"``).
 
     Only a regular file (after following symbolic links) is read: a FIFO, a character device or
     ``/dev/stdin`` fed by a pipe is refused before it is opened, since opening a FIFO blocks until
@@ -190,7 +199,7 @@ def load_corpus(path: Optional[PathLike] = None) -> str:
         ValueError: the file is not valid UTF-8, or is empty.
         OSError: the file cannot be read (e.g. permission denied).
     """
-    p = BUILTIN_CORPUS_PATH if path is None else Path(path)
+    p = BUILTIN_CORPUS_PATH if path is None else CORPORA.get(path) or Path(path)
     try:
         mode = os.stat(p).st_mode
     except FileNotFoundError:

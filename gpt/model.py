@@ -18,6 +18,7 @@ embedding's scatter-add and the output projection's ``dlogits^T x``; it is count
 """
 from __future__ import annotations
 
+import math
 from typing import Optional, Tuple
 
 import numpy as np
@@ -35,7 +36,9 @@ from layers.swiglu import SwiGLU
 
 from .config import GPTConfig
 
-__all__ = ["Block", "GPT"]
+__all__ = ["Block", "GPT", "INITS"]
+
+INITS = ("pytorch", "gpt2")
 
 
 def _norm(config: GPTConfig, dt, layer: int = -1):
@@ -101,11 +104,24 @@ class GPT(Module):
         config (GPTConfig): the model's hyperparameters (a dict is also accepted and passed
             to ``GPTConfig.from_dict``).
         seed (int): seed of the ``np.random.default_rng`` that initialises the weights.
+        init (str): ``"pytorch"`` (the chapter's: PyTorch's defaults) or ``"gpt2"`` (GPT-2's,
+            as nanoGPT's ``GPT.__init__``).
 
-    Initialisation (PyTorch's defaults, one Generator, this fixed order):
+    Initialisation ``"pytorch"`` (PyTorch's defaults, one Generator, this fixed order):
     ``token_embedding.weight`` ~ N(0, 1); ``position_embedding.weight`` ~ N(0, 1) (only with
     pos="learned"); then for each block i in order its attention and MLP Linear layers (see
     ``Block``), each weight then bias ~ U(±1/sqrt(in_features)); norm gains 1, biases 0.
+    With the tied N(0, 1) embedding the first logits have variance about C, so the step-0 loss
+    is far above ln V.
+
+    Initialisation ``"gpt2"`` (nanoGPT's ``_init_weights`` and its "special scaled init to the
+    residual projections, per GPT-2 paper"): after the draws above, every parameter with two
+    dimensions (the embeddings and every Linear weight) is drawn again from N(0, 0.02), in
+    ``named_parameters`` order from a second Generator seeded with ``seed``; the residual
+    projections (``attn.c_proj.weight``, the MLP's ``c_proj.weight``, and SwiGLU's
+    ``down_proj.weight``, its projection back into the residual stream, which nanoGPT's model
+    does not have) from N(0, 0.02 / sqrt(2 n_layers)); every bias is 0; norm gains stay 1.
+    The step-0 loss is then about ln V.
 
     Parameter names (PyTorch's): ``token_embedding.weight`` (V, C),
     ``position_embedding.weight`` (block_size, C), ``blocks.{i}.ln1.weight/bias``,
@@ -120,9 +136,10 @@ class GPT(Module):
 
     Raises:
         TypeError: if ``config`` is not a GPTConfig (or dict) or ``seed`` is not an int.
+        ValueError: an unknown ``init``.
     """
 
-    def __init__(self, config: GPTConfig, seed: int = 0) -> None:
+    def __init__(self, config: GPTConfig, seed: int = 0, init: str = "pytorch") -> None:
         super().__init__()
         if isinstance(config, dict):
             config = GPTConfig.from_dict(config)
@@ -130,6 +147,8 @@ class GPT(Module):
             raise TypeError(f"GPT expects a GPTConfig, got {type(config).__name__}")
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
             raise TypeError(f"seed must be an int, got {seed!r}")
+        if init not in INITS:
+            raise ValueError(f"init must be one of {INITS}, got {init!r}")
         self.config = config
         self.dtype = dt = config.np_dtype
         rng = np.random.default_rng(int(seed))
@@ -140,6 +159,16 @@ class GPT(Module):
         self.blocks = ModuleList([Block(config, rng, i) for i in range(config.n_layers)])
         self.ln_f = _norm(config, dt)
         self._positions = np.arange(config.block_size, dtype=np.int64)   # (block_size,)
+        if init == "gpt2":
+            rng = np.random.default_rng(int(seed))
+            residual = 0.02 / math.sqrt(2 * config.n_layers)
+            for name, p in self.named_parameters():
+                if p.ndim == 2:
+                    std = residual if name.endswith(("c_proj.weight", "down_proj.weight")) \
+                        else 0.02
+                    p.data[...] = rng.normal(0.0, std, p.shape)
+                elif name.endswith("bias"):
+                    p.data[...] = 0.0
 
     def _check_idx(self, idx, name: str) -> np.ndarray:
         a = idx.data if isinstance(idx, Tensor) else np.asarray(idx)

@@ -203,3 +203,44 @@ def test_uniform_baseline():
     assert uniform_baseline(48) == pytest.approx(math.log(48))
     with pytest.raises(ValueError):
         uniform_baseline(0)
+
+
+# ---------------------------------------------------------------- corpora by name
+
+@pytest.mark.parametrize("name, chars, distinct, sha256", [
+    ("shakespeare", 1_115_394, 65,
+     "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"),
+    ("pride", 683_934, 74, "598a662b54193fed9ddc1065861f4a3ae206b22d449443e8c3ae6a6bf6b88e7b"),
+])
+def test_corpora_by_name(name, chars, distinct, sha256):
+    """The sizes and hashes SOURCE.txt gives for each file (its copy of the upstream file)."""
+    import hashlib
+    from gpt.data import CORPORA
+    text = load_corpus(name)
+    assert len(text) == chars and len(set(text)) == distinct
+    assert hashlib.sha256(text.encode("utf-8")).hexdigest() == sha256
+    source = (BUILTIN_CORPUS_PATH.parent / "SOURCE.txt").read_text(encoding="utf-8")
+    assert CORPORA[name].name in source and sha256 in source and f"{chars:,}" in source
+    tr, va = train_val_split(CharTokenizer(text).encode(text))
+    assert (len(tr), len(va)) == (chars * 9 // 10, chars - chars * 9 // 10)  # first 90%, last 10%
+    assert text.startswith({"shakespeare": "First Citizen:", "pride": "Chapter 1"}[name])
+
+
+def test_the_corpora_ship_as_package_data():
+    import re
+    from pathlib import Path
+    from gpt.data import CORPORA
+    toml = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    globs = re.findall(r'"([^"]+)"', re.search(r"\[tool.setuptools.package-data\]\ngpt = \[(.*)\]",
+                                               toml).group(1))
+    assert globs
+    for path in [BUILTIN_CORPUS_PATH, BUILTIN_CORPUS_PATH.parent / "SOURCE.txt",
+                 *CORPORA.values()]:
+        assert any(path.relative_to(BUILTIN_CORPUS_PATH.parents[1]).match(g) for g in globs)
+
+
+def test_a_path_that_is_not_a_name_is_a_path(tmp_path, monkeypatch):
+    (tmp_path / "shakespeare").write_text("a local file")
+    monkeypatch.chdir(tmp_path)
+    assert len(load_corpus("shakespeare")) == 1_115_394    # the name wins ...
+    assert load_corpus("./shakespeare") == "a local file"   # ... a path says it is one

@@ -1,13 +1,15 @@
-"""The tiny step's matrix products alone, in NumPy and in PyTorch, side by side.
+"""A step's matrix products alone, in NumPy and in PyTorch, side by side (the tiny model's, or
+another size of ``experiments.bench.SIZES``).
 
 ``experiments.bench`` calls the NumPy time of a step's matrix products its floor. PyTorch's
 step has a floor of its own: the same products through ``torch.matmul``. This times both on
 the shapes of ``experiments.bench.step_matmuls`` (every forward and backward product of one
-training step of the tiny model: d_model 64, 2 layers, 4 heads, T 32, B 32, float32), on one
+training step; tiny: d_model 64, 2 layers, 4 heads, T 32, B 32, float32, vocab 48), on one
 thread each, alternating, and prints the medians and the largest products. docs/performance.md
 ("What bounds the tiny step") sets them against the 0.7-of-PyTorch target.
 
     python tools/matmul_floors.py        # one BLAS thread unless OPENBLAS_NUM_THREADS says
+    python tools/matmul_floors.py cpu    # another size of experiments.bench.SIZES
 
 Needs torch (the ``parity`` extra; without it, one line and exit 2). Prints milliseconds per step: medians (min-max) of 7 repeats of 10 steps.
 """
@@ -19,7 +21,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before NumPy loads, as the
 
 import numpy as np  # noqa: E402
 
-from experiments.bench import Floor  # noqa: E402
+from experiments.bench import SIZES, Floor  # noqa: E402
 from gpt import GPTConfig  # noqa: E402
 
 
@@ -30,7 +32,13 @@ def main():
         sys.stderr.write("tools/matmul_floors.py: needs torch (pip install -e \".[parity]\")\n")
         return 2
     torch.set_num_threads(int(os.environ["OPENBLAS_NUM_THREADS"]))
-    floor = Floor(GPTConfig(vocab_size=48), 32, np.random.default_rng(0))
+    size = sys.argv[1] if len(sys.argv) > 1 else "tiny"
+    if size not in SIZES:
+        sys.stderr.write(f"tools/matmul_floors.py: unknown size {size!r}; one of {', '.join(SIZES)}\n")
+        return 2
+    d_model, n_layers, T, B = SIZES[size]
+    floor = Floor(GPTConfig(vocab_size=48, block_size=T, n_layers=n_layers, d_model=d_model), B,
+                  np.random.default_rng(0))
     tops = [tuple(torch.from_numpy(a) for a in op) for op in floor.ops]
 
     def numpy_step():
