@@ -261,9 +261,11 @@ def memory_lower_bound(config, batch_size, training=True):
     return (4 * params + acts) * item
 
 
-def plan_study(study, args):
-    """Check every input before training; the plan the runs and the report read.
-    Raises ``cli.UsageError`` naming the problem."""
+def load_and_configure(args, overrides=({},)):
+    """The corpus of ``args``, its tokenizer, its train/val ids and one ``GPTConfig`` for each
+    dict of ``overrides`` (fields over the options), every input checked, memory included.
+    Returns ``(text, tokenizer, train_data, val_data, configs)``; raises ``cli.UsageError``
+    naming the problem."""
     try:
         text = load_corpus(args.corpus)
     except (OSError, ValueError) as e:
@@ -280,14 +282,23 @@ def plan_study(study, args):
                 n_layers=args.n_layers, n_heads=args.n_heads, d_model=args.d_model,
                 **{k: getattr(args, k) for k in ("norm", "mlp", "pos") if hasattr(args, k)})
     try:
-        configs = {v.name: GPTConfig(**{**base, **v.overrides}) for v in study.variants}
+        configs = [GPTConfig(**{**base, **o}) for o in overrides]
     except (TypeError, ValueError) as e:
         raise cli.UsageError(f"invalid model configuration: {e}") from None
-    need = max(memory_lower_bound(c, args.batch_size) for c in configs.values())
+    need = max(memory_lower_bound(c, args.batch_size) for c in configs)
     have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     if need > have:
         raise cli.UsageError(f"the model and batch need at least {need / 2**30:.1f} GiB of memory "
                              f"to train, more than this machine's {have / 2**30:.1f} GiB")
+    return text, tokenizer, train_data, val_data, configs
+
+
+def plan_study(study, args):
+    """Check every input before training; the plan the runs and the report read.
+    Raises ``cli.UsageError`` naming the problem."""
+    text, tokenizer, train_data, val_data, configs = load_and_configure(
+        args, [v.overrides for v in study.variants])
+    configs = {v.name: c for v, c in zip(study.variants, configs)}
     seeds = list(range(args.seed, args.seed + args.seeds))
     steps = args.steps or (FULL_STEPS if args.full else TINY_STEPS)
     optimiser_setup(args, steps)  # its checks, before any run starts

@@ -34,20 +34,18 @@ infinite (the files are written up to there); 2 bad input (one line); 130 Ctrl-C
 """
 import json
 import math
-import os
 import time
 
 import numpy as np
 
 import gpt.train
-from gpt import GPT, GPTConfig
+from gpt import GPT
 from gpt.checkpoint import load_checkpoint, load_training_state, save_checkpoint
-from gpt.data import CharTokenizer, load_corpus, train_val_split
 from gpt.sample import generate
 
 from experiments import _plots, cli
-from experiments.four_variants import (add_model_options, apply_preset, memory_lower_bound,
-                                       optimiser_setup)
+from experiments.four_variants import add_model_options, apply_preset, load_and_configure, \
+    optimiser_setup
 
 PROG = "python -m experiments.train"
 MAX_ITERS = 1_000_000
@@ -139,30 +137,7 @@ def train_model(args, saved=None):
     out = args.output_dir
     make_optimizer, lr_at = optimiser_setup(args, args.max_iters)
 
-    # ------------------------------------------------------------------ data
-    try:
-        text = load_corpus(args.corpus)
-    except (OSError, ValueError) as e:
-        raise cli.UsageError(e if isinstance(e, ValueError) or not e.strerror else
-                             f"cannot read corpus {args.corpus}: {e.strerror}") from None
-    tokenizer = CharTokenizer(text)
-    train_data, val_data = train_val_split(tokenizer.encode(text), 0.9)
-    if len(val_data) < args.block_size + 1:
-        raise cli.UsageError(f"the corpus is too short: its validation split has "
-                             f"{len(val_data)} tokens, fewer than --block-size + 1")
-
-    # ------------------------------------------------------------------ model
-    try:
-        config = GPTConfig(vocab_size=tokenizer.vocab_size, block_size=args.block_size,
-                           n_layers=args.n_layers, n_heads=args.n_heads, d_model=args.d_model,
-                           norm=args.norm, mlp=args.mlp, pos=args.pos, dtype=args.dtype)
-    except (TypeError, ValueError) as e:
-        raise cli.UsageError(f"invalid model configuration: {e}") from None
-    need = memory_lower_bound(config, args.batch_size)
-    have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    if need > have:
-        raise cli.UsageError(f"the model and batch need at least {need / 2**30:.1f} GiB of memory "
-                             f"to train, more than this machine's {have / 2**30:.1f} GiB")
+    text, tokenizer, train_data, val_data, (config,) = load_and_configure(args)
     model = GPT(config, seed=args.seed, init=args.init)
     optimizer = make_optimizer(model)
     rng = np.random.default_rng(args.seed)             # the training batches
