@@ -16,11 +16,9 @@ Sizes (d_model, n_layers, T, B; 4 heads, learned positions, float32, the built-i
 """
 import argparse
 import importlib.util
-import multiprocessing
 import os
 import platform
 import resource
-import signal
 import sys
 import time
 from pathlib import Path
@@ -155,24 +153,15 @@ class Trainer:
                     step=t4 - t0)
 
 
-def _start_worker():
-    """A worker ignores Ctrl-C (the parent reports it and ends the worker) and overflows."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    np.seterr(all="ignore")
+def _quietly(fn, *args):
+    np.seterr(all="ignore")  # a diverging reference step overflows
+    return fn(*args)
 
 
 def in_fresh_process(fn, *args):
-    """``fn(*args)`` in a fresh interpreter (spawn): its NumPy reads the BLAS threads that
-    ``cli.main`` set (this process's NumPy was loaded before), and its memory is its own. SIGINT
-    is held while it starts; on a Ctrl-C here the pool's exit ends it at once."""
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        pool = multiprocessing.get_context("spawn").Pool(1, initializer=_start_worker)
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
-    with pool:
-        return pool.apply(fn, args)
+    """``fn(*args)`` in a fresh interpreter (``cli.run_in_worker``): its NumPy reads the BLAS
+    threads that ``cli.main`` set, and its memory is its own; NumPy's overflow warnings off."""
+    return cli.run_in_worker(_quietly, fn, *args)
 
 
 def make_batches(kind: str, data, vocab_size: int, B: int, T: int, n: int, seed: int) -> list:

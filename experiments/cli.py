@@ -261,34 +261,56 @@ def main(prog, run, argv=None):
     sys.exit(status)
 
 
-def _start_worker():
-    """A worker's first step: Ctrl-C is the parent's to handle (no traceback from a worker),
-    and the parent's SIGTERM raises KeyboardInterrupt, so a file being written is removed."""
+def start_worker():
+    """A worker's first step: Ctrl-C is the parent's to handle (no traceback from a worker)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
-def run_in_worker(fn, *args):
-    """``fn(*args)`` in a spawned worker process: its NumPy reads the BLAS threads and its glibc
-    the allocator settings that ``main`` put in the environment (this process loaded NumPy
-    before). Returns what ``fn`` returns and raises what it raises. On a Ctrl-C here the
-    worker is sent SIGTERM, which stops it at once.
+def in_workers(fn, arg_lists, workers=1, executor=None):
+    """Yield ``fn(*args)`` for each ``args`` of ``arg_lists``, in order, each computed in a
+    spawned worker process, ``workers`` at a time, or on ``executor`` (a Dask cluster's
+    ``Client.get_executor()``).
+
+    A spawned worker is a fresh interpreter: its NumPy reads the BLAS threads and its glibc the
+    allocator settings that ``main`` put in the environment, which this process's NumPy, loaded
+    before ``main`` ran, cannot (two BLAS threads on a busy 2-core machine made a run 5 times
+    slower: docs/performance.md). SIGINT is held while the workers start and ignored in them;
+    on a Ctrl-C or an error here they are stopped at once (SIGTERM; a Dask executor cancels its
+    futures, and a task already running finishes there, unread). Raises what ``fn`` raises.
     """
-    with concurrent.futures.ProcessPoolExecutor(
-            1, mp_context=multiprocessing.get_context("spawn"),
-            initializer=_start_worker) as pool:
+    if executor is None:
+        pool = concurrent.futures.ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("spawn"), initializer=start_worker)
+
+        def stop():
+            for process in list(pool._processes.values()):  # Python 3.14: terminate_workers()
+                process.terminate()
+    else:
+        pool = executor
+
+        def stop():
+            pool.shutdown(wait=False)  # cancels every task queued or running
+    with pool:
         held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        try:
-            future = pool.submit(fn, *args)
+        try:  # submit, not map: map cancels the queued tasks on a Ctrl-C, and Python 3.11's
+            # pool then fails to mark them broken (an InvalidStateError traceback)
+            futures = [pool.submit(fn, *args) for args in arg_lists]
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
         try:
-            return future.result()
-        except KeyboardInterrupt:
-            for process in list(pool._processes.values()):  # Python 3.14: terminate_workers()
-                process.terminate()
+            for future in futures:
+                yield future.result()
+        except BaseException:
+            stop()
             raise
+
+
+def run_in_worker(fn, *args):
+    """``fn(*args)`` in one spawned worker process (``in_workers``): returns what ``fn``
+    returns and raises what it raises."""
+    [result] = in_workers(fn, [args])
+    return result
 
 
 def check_output_dir(path, names=()):

@@ -29,15 +29,12 @@ names them. Each file is complete or absent; nothing else in the folder is touch
 Exit status: 0 every run trained; 1 a run's loss became NaN or infinite (it stops there, the
 others go on, everything is written); 2 bad input (one line, nothing written); 130 Ctrl-C.
 """
-import concurrent.futures
 import contextlib
 import datetime
 import functools
 import math
-import multiprocessing
 import os
 import secrets
-import signal
 import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -402,12 +399,6 @@ def train_one(job):
     return entry
 
 
-def _start_worker():
-    """A worker's first step: Ctrl-C is the parent's to handle (no traceback from a worker)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-
-
 def connect(address):
     """A ``distributed.Client`` of the Dask scheduler at ``address`` (``--scheduler``), e.g.
     ``"tcp://10.0.0.5:8786"``, reached within ``CONNECT_TIMEOUT`` seconds.
@@ -431,40 +422,14 @@ def train_all(jobs, workers, client=None):
     """Yield each job's entry, in order, trained in ``workers`` worker processes, or, given
     ``client`` (a ``distributed.Client``, closed at the end), on its Dask cluster's workers.
 
-    Every run trains in a worker, also with ``--jobs 1``: a worker is spawned (a fresh
-    interpreter), so its NumPy reads the ``OPENBLAS_NUM_THREADS`` that ``cli.main`` set, which
-    this process's NumPy, loaded before ``main`` ran, cannot (two BLAS threads on a busy 2-core
-    machine made a run 5 times slower: docs/performance.md). SIGINT is held while the workers
-    start and ignored once they run; on a Ctrl-C or an error this process stops them at once
-    (a Dask cluster's are cancelled: a run already training finishes there, unread). A run is
-    a pure function of its job, so a cluster that loses a worker trains its runs again
-    elsewhere to the same numbers.
+    Every run trains in a worker, also with ``--jobs 1`` (``cli.in_workers``: a fresh
+    interpreter, with the BLAS threads and allocator settings of ``cli.main``). A run is a pure
+    function of its job, so a cluster that loses a worker trains its runs again elsewhere to
+    the same numbers.
     """
-    if client is None:
-        pool = concurrent.futures.ProcessPoolExecutor(
-            workers, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker)
-
-        def stop():
-            for process in list(pool._processes.values()):  # Python 3.14: terminate_workers()
-                process.terminate()
-    else:
-        pool = client.get_executor()
-
-        def stop():
-            pool.shutdown(wait=False)  # cancels every run queued or training
-    with client or contextlib.nullcontext(), pool:  # the pool closes first, then the client
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        try:  # submit, not map: map cancels the queued runs on a Ctrl-C, and Python 3.11's
-            # pool then fails to mark them broken (an InvalidStateError traceback)
-            futures = [pool.submit(train_one, job) for job in jobs]
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
-        try:
-            for future in futures:
-                yield future.result()
-        except BaseException:
-            stop()
-            raise
+    with client or contextlib.nullcontext():  # the pool closes first, then the client
+        yield from cli.in_workers(train_one, [(job,) for job in jobs], workers,
+                                  client.get_executor() if client else None)
 
 
 def run_study(study, argv):

@@ -34,6 +34,7 @@ infinite (the files are written up to there); 2 bad input (one line); 130 Ctrl-C
 """
 import json
 import math
+import signal
 import time
 
 import numpy as np
@@ -133,7 +134,17 @@ def parse_args(argv):
 
 
 def train_model(args, saved=None):
-    """The run itself (in the worker): data, model, loop, report; returns the exit status."""
+    """The run itself (in the worker): data, model, loop, report; returns the exit status.
+    While it runs, the parent's SIGTERM (its Ctrl-C) raises KeyboardInterrupt, so that a
+    checkpoint being written is removed (``cli.write_outputs``)."""
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        return _train(args, saved)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _train(args, saved):
     out = args.output_dir
     make_optimizer, lr_at = optimiser_setup(args, args.max_iters)
 
