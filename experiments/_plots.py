@@ -170,7 +170,8 @@ def loss_curves(report):
         ax.set_ylabel("loss (nats/token)")
     n = len(report.seeds)
     seeds = "one seed" if n == 1 else f"{n} seeds (thin), mean (thick)"
-    fig.suptitle(f"{report.study.name}: loss per step, {seeds}" + (f"; {how}" if how else ""),
+    fig.suptitle(f"{report.study.name}: loss per step, {seeds}, init {report.plan.args.init}"
+                 + (f"; {how}" if how else ""),
                  fontsize=11)
     return fig
 

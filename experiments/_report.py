@@ -49,6 +49,19 @@ class Report:
         self.files: List[str] = []    # the files this run writes (results.json's manifest)
         self.backward = getattr(plan, "backward", ())
 
+    def recipe_text(self) -> str:
+        """The initialisation and the optimiser's recipe, e.g. "init gpt2, AdamW lr 0.001 with
+        100 warmup steps and a cosine to 0.0001 at step 2000, weight decay 0.1 on the 2-D
+        parameters (preset shakespeare-cpu)"."""
+        a = self.plan.args
+        lr = f"AdamW lr {a.lr:g}" + (" constant" if a.min_lr is None and not a.warmup_iters else
+                                     f" with {a.warmup_iters} warmup steps and a cosine to "
+                                     f"{a.lr if a.min_lr is None else a.min_lr:g} at step "
+                                     f"{a.lr_decay_iters or self.plan.steps}")
+        on = "every parameter" if a.decay_on == "all" else "the 2-D parameters"
+        return (f"init {a.init}, {lr}, weight decay {a.weight_decay:g} on {on}"
+                + (f" (preset {a.preset})" if a.preset else ""))
+
     def runs_of(self, name: str) -> List[Dict[str, Any]]:
         """The runs of variant ``name``, in seed order."""
         return [e for e in self.runs if e["name"] == name]
@@ -321,6 +334,7 @@ def run_log(report: Report) -> str:
     lines += ["", "Notes:",
               f"- {_seeds_text(report.seeds)}, corpus {plan.corpus_label} ({len(plan.text)} "
               f"characters, vocab {plan.vocab_size}).",
+              f"- {report.recipe_text()}.",
               f"- train/val: mean loss over {report.positions_text('train')} of the training "
               f"split and {report.positions_text('val')} of the",
               "  validation split (fixed windows, deterministic); the chapter's one-random-batch "

@@ -141,7 +141,11 @@ def optimiser_setup(args, steps):
     decay_iters = args.lr_decay_iters or steps
     if args.warmup_iters >= decay_iters:
         raise cli.UsageError(f"--warmup-iters ({args.warmup_iters}) must be less than "
-                             f"--lr-decay-iters ({decay_iters})")
+                             f"--lr-decay-iters ({decay_iters}" + ("" if args.lr_decay_iters else
+                             ", the run's steps when it is not given") + ")")
+    if args.min_lr is not None and args.min_lr > args.lr:
+        raise cli.UsageError(f"--min-lr ({args.min_lr:g}) must not exceed --lr ({args.lr:g}): "
+                             f"the cosine decays from --lr to --min-lr")
     if args.beta2 >= 1:
         raise cli.UsageError(f"--beta2 must be below 1, got {args.beta2}")
     make = functools.partial(gpt.train.configure_optimizers, lr=args.lr,
@@ -266,8 +270,10 @@ def load_and_configure(args, overrides=({},)):
     try:
         text = load_corpus(args.corpus)
     except (OSError, ValueError) as e:
-        raise cli.UsageError(e if isinstance(e, ValueError) or not e.strerror else
-                             f"cannot read corpus {args.corpus}: {e.strerror}") from None
+        names = f" (the corpora by name: {', '.join(CORPORA)})" if isinstance(
+            e, FileNotFoundError) and os.sep not in str(args.corpus) else ""
+        raise cli.UsageError((str(e) if isinstance(e, ValueError) or not e.strerror else
+                              f"cannot read corpus {args.corpus}: {e.strerror}") + names) from None
     tokenizer = CharTokenizer(text)
     train_data, val_data = train_val_split(tokenizer.encode(text), TRAIN_FRACTION)
     try:
@@ -454,7 +460,7 @@ def run_study(study, argv):
     cli.progress(f"{study.name}: {len(jobs)} runs x {plan.steps} steps, corpus "
                  f"{plan.corpus_label} ({len(plan.text)} characters, vocab {plan.vocab_size}), "
                  f"train/val {len(plan.train_data)}/{len(plan.val_data)} tokens, "
-                 f"{where}, run {plan.run_id}")
+                 f"{where}, init {args.init}, run {plan.run_id}")
     runs = []
     for entry in train_all(jobs, workers, client):
         runs.append(entry)

@@ -34,6 +34,7 @@ infinite (the files are written up to there); 2 bad input (one line); 130 Ctrl-C
 """
 import json
 import math
+import os
 import signal
 import time
 
@@ -140,6 +141,8 @@ def train_model(args, saved=None):
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         return _train(args, saved)
+    except KeyboardInterrupt:  # the parent's SIGTERM, the files cleaned up: end as it asked
+        os._exit(128 + signal.SIGTERM)
     finally:
         signal.signal(signal.SIGTERM, previous)
 

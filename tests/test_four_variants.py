@@ -119,6 +119,9 @@ def test_cli_writes_run_log_results_and_checkpoints(small_run):
     assert [ln.split()[:3] for ln in log[5:9]] == [[n, m, str(p)] for (n, m), p in
                                                   CHAPTER_PARAMS.items()]
     assert any(ln.startswith("Lessons") for ln in log)  # the chapter's lessons, checked
+    # the chapter's recipe: PyTorch's init, AdamW(lr=3e-3) at weight_decay 0.01 on everything
+    assert ("- init pytorch, AdamW lr 0.003 constant, weight decay 0.01 on every parameter."
+            in log)
 
     res = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert {"config", "versions", "variants", "uniform_baseline", "status"} <= set(res)

@@ -129,6 +129,8 @@ def test_a_run_writes_its_files_and_prints_a_sample(tmp_path, capfd):
     (["--beta2", "1"], "--beta2 must be below 1"),
     (["--preset", "gpu"], "invalid choice"),
     (["--corpus", "nope.txt"], "not found"),
+    (["--corpus", "shakespear"], "the corpora by name: shakespeare, pride"),
+    (["--lr", "1e-3", "--min-lr", "1e-2"], "--min-lr (0.01) must not exceed --lr (0.001)"),
     (["--max-iters", "2000000"], "maximum"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, needle, tmp_path, capfd):
