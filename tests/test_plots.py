@@ -37,7 +37,7 @@ def report(study, runs, eval_tokens=None, split_tokens=(200, 30)):
     plan = SimpleNamespace(study=study, seeds=seeds, vocab_size=48, eval_tokens=eval_tokens,
                            train_data=np.zeros(split_tokens[0], np.int64),
                            val_data=np.zeros(split_tokens[1], np.int64),
-                           args=SimpleNamespace(block_size=8))
+                           args=SimpleNamespace(block_size=8, init="gpt2"))
     return _report.Report(plan, runs)
 
 
@@ -197,6 +197,7 @@ def test_loss_curves_keep_every_val_point_and_the_last_steps_on_the_axis():
         assert all(lo < v < hi for _, v in e["val_curve"])
         assert all(lo < v < hi for v in e["loss_curve"][-6:])
     assert "the first steps (loss up to 42) are above the axis" in fig._suptitle.get_text()
+    assert ", init gpt2;" in fig._suptitle.get_text()   # the plan's --init
     assert texts_inside(fig)
 
 
