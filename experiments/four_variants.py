@@ -29,6 +29,7 @@ names them. Each file is complete or absent; nothing else in the folder is touch
 Exit status: 0 every run trained; 1 a run's loss became NaN or infinite (it stops there, the
 others go on, everything is written); 2 bad input (one line, nothing written); 130 Ctrl-C.
 """
+import argparse
 import contextlib
 import datetime
 import functools
@@ -71,6 +72,13 @@ PRESETS = {"shakespeare-cpu": dict(
     init="gpt2", lr=1e-3, min_lr=1e-4, beta2=0.99, warmup_iters=100, lr_decay_iters=2000,
     weight_decay=0.1, decay_on="2d", grad_clip=1.0,
     max_iters=2000, eval_interval=250, eval_iters=20, steps=2000, eval_every=250)}
+
+
+def scheduler_arg(text):
+    """``--scheduler``: a non-empty address (an empty one would quietly train here)."""
+    if not text:
+        raise argparse.ArgumentTypeError("empty address")
+    return text
 
 
 def corpus_arg(text):
@@ -216,7 +224,7 @@ def build_parser(study):
     runner.add_argument("--jobs", type=cli.positive_int, metavar="N", help="runs trained at a time, "
                         "each in a worker process (default: CPUs / --threads); the numbers do not "
                         "depend on N")
-    runner.add_argument("--scheduler", metavar="ADDRESS", help="train the runs on the workers of "
+    runner.add_argument("--scheduler", type=scheduler_arg, metavar="ADDRESS", help="train the runs on the workers of "
                         "the Dask cluster whose scheduler is at ADDRESS, e.g. tcp://10.0.0.5:8786 "
                         "(the cluster extra); the numbers are those of --jobs 1")
     p.add_argument("--eval-every", type=cli.positive_int, default=10, metavar="K",

@@ -131,3 +131,7 @@ def test_backward_stays_on_this_machine(tmp_path, capsys):
     # a worker that installed a learner's backward would keep it for every later run
     _one_line_no_output(["--backward", str(tmp_path), "--scheduler", "tcp://127.0.0.1:8786"],
                         tmp_path, capsys, "--backward trains on this machine only")
+
+
+def test_an_empty_scheduler_address_is_refused(tmp_path, capsys):
+    _one_line_no_output(["--scheduler", ""], tmp_path, capsys, "--scheduler: empty address")
