@@ -363,6 +363,8 @@ def _check_command(ex, path):
 
 
 def list_exercises():
+    """``list``: print each exercise, what the learner derives and its section of
+    docs/derivations.md, then how to start, check and train with one; returns 0."""
     width = max(len(n) for n in EXERCISES) + 2
     print("Write a backward pass yourself; the check says which gradient, and which term of "
           "the derivation, is wrong.\n")
@@ -376,6 +378,13 @@ def list_exercises():
 
 
 def start(ex, folder):
+    """``start``: write ``folder/<name>.py`` for the exercise ``ex`` (the forward in full, the
+    backward a stub raising NotImplementedError; ``_exercise_templates``); returns 0.
+
+    Raises:
+        cli.UsageError: the file exists (it is never overwritten) or ``folder`` cannot be
+            written.
+    """
     path = folder / f"{ex.name}.py"
     if os.path.lexists(path):
         raise cli.UsageError(f"{path} exists: check it with {_check_command(ex, path)}, or move "
@@ -395,6 +404,13 @@ def check_file(ex, path):
 
 
 def run_check(ex, path):
+    """``check``: run ``check_file`` on the learner's file ``path`` and print its verdict, one
+    line per gradient (the learner's traceback first when their code raised); returns 0 when
+    every gradient is right, ``EXIT_WRONG`` (1) otherwise.
+
+    Raises:
+        cli.UsageError: as ``load_backward`` (no such file or function).
+    """
     verdict = check_file(ex, path)
     if verdict.error:
         sys.stderr.write(verdict.error.text)
