@@ -97,18 +97,19 @@ def test_ctrl_c_on_a_cluster_is_status_130_and_writes_nothing(cluster, tmp_path,
     assert not out.exists()
 
 
-def _one_line_no_output(args, tmp_path, capsys, needle):
+def refused(args, tmp_path, capsys):
+    """Run with ``args``: (status, stdout, the lines of stderr, whether the output folder
+    exists)."""
     code = main(ARGS + args + ["--output-dir", str(tmp_path / "out")])
     cap = capsys.readouterr()
-    assert code == 2 and cap.out == ""
-    assert len(cap.err.strip().splitlines()) == 1 and needle in cap.err, cap.err
-    assert not (tmp_path / "out").exists()
+    return code, cap.out, cap.err.strip().splitlines(), (tmp_path / "out").exists()
 
 
 def test_without_distributed_scheduler_names_the_extra(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed: ImportError
-    _one_line_no_output(["--scheduler", "tcp://127.0.0.1:8786"], tmp_path, capsys,
-                        'pip install -e ".[cluster]"')
+    code, out, err, written = refused(["--scheduler", "tcp://127.0.0.1:8786"], tmp_path, capsys)
+    assert (code, out, len(err), written) == (2, "", 1, False), err
+    assert 'pip install -e ".[cluster]"' in err[0]
 
 
 def test_no_scheduler_at_the_address_is_one_line(tmp_path, capsys, monkeypatch):
@@ -117,21 +118,30 @@ def test_no_scheduler_at_the_address_is_one_line(tmp_path, capsys, monkeypatch):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     monkeypatch.setattr(four_variants, "CONNECT_TIMEOUT", 0.5)
-    _one_line_no_output(["--scheduler", f"tcp://127.0.0.1:{port}"], tmp_path, capsys,
-                        f"no Dask scheduler at tcp://127.0.0.1:{port}: Timed out")
-    _one_line_no_output(["--scheduler", "127.0.0.1"], tmp_path, capsys, "missing port")
+    code, out, err, written = refused(["--scheduler", f"tcp://127.0.0.1:{port}"], tmp_path, capsys)
+    assert (code, out, len(err), written) == (2, "", 1, False), err
+    assert f"no Dask scheduler at tcp://127.0.0.1:{port}: Timed out" in err[0]
+    code, out, err, written = refused(["--scheduler", "127.0.0.1"], tmp_path, capsys)
+    assert (code, out, len(err), written) == (2, "", 1, False), err
+    assert "missing port" in err[0]
 
 
 def test_jobs_and_scheduler_exclude_each_other(tmp_path, capsys):
-    _one_line_no_output(["--jobs", "2", "--scheduler", "tcp://127.0.0.1:8786"], tmp_path, capsys,
-                        "--scheduler: not allowed with argument --jobs")
+    code, out, err, written = refused(["--jobs", "2", "--scheduler", "tcp://127.0.0.1:8786"],
+                                      tmp_path, capsys)
+    assert (code, out, len(err), written) == (2, "", 1, False), err
+    assert "--scheduler: not allowed with argument --jobs" in err[0]
 
 
 def test_backward_stays_on_this_machine(tmp_path, capsys):
     # a worker that installed a learner's backward would keep it for every later run
-    _one_line_no_output(["--backward", str(tmp_path), "--scheduler", "tcp://127.0.0.1:8786"],
-                        tmp_path, capsys, "--backward trains on this machine only")
+    code, out, err, written = refused(["--backward", str(tmp_path),
+                                       "--scheduler", "tcp://127.0.0.1:8786"], tmp_path, capsys)
+    assert (code, out, len(err), written) == (2, "", 1, False), err
+    assert "--backward trains on this machine only" in err[0]
 
 
 def test_an_empty_scheduler_address_is_refused(tmp_path, capsys):
-    _one_line_no_output(["--scheduler", ""], tmp_path, capsys, "--scheduler: empty address")
+    code, out, err, written = refused(["--scheduler", ""], tmp_path, capsys)
+    assert (code, out, len(err), written) == (2, "", 1, False), err
+    assert "--scheduler: empty address" in err[0]
