@@ -33,7 +33,7 @@ def subplots(nrows=1, ncols=1, figsize=None, **kwargs):
     return fig, fig.subplots(nrows, ncols, **kwargs)
 
 
-def add_figures(report, files):
+def add(report, files):
     """Add ``loss_curves.png``, ``deltas.png`` and ``grad_norms.png`` to ``files`` (name ->
     ``draw(path)``, for ``cli.write_outputs``); returns the install hint without matplotlib."""
     if not available():
@@ -170,7 +170,7 @@ def loss_curves(report):
         ax.set_ylabel("loss (nats/token)")
     n = len(report.seeds)
     seeds = "one seed" if n == 1 else f"{n} seeds (thin), mean (thick)"
-    fig.suptitle(f"{report.study.name}: loss per step, {seeds}, init {report.plan.args.init}"
+    fig.suptitle(f"{report.study.name}: loss per step, {seeds}, init {report.args.init}"
                  + (f"; {how}" if how else ""),
                  fontsize=11)
     return fig
@@ -179,7 +179,7 @@ def loss_curves(report):
 def deltas(report):
     """deltas.png: each variant's paired difference from the baseline, final val and train."""
     others = report.study.variants[1:]
-    base = report.study.baseline.name
+    base = report.baseline
     fig, ax = subplots(figsize=(7.0, 1.2 + 0.9 * max(1, len(others))))
     labels, bars = [], False
     for y, v in enumerate(others):
@@ -221,4 +221,63 @@ def deltas(report):
     ax.grid(axis="x", alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return fig
+
+
+def hidden_stats(report, by):
+    """hidden_stats.png: variance, kurtosis and max of each site over the steps (``by``: the
+    means over seeds of ``experiments.hidden_stats``), LayerNorm solid, RMSNorm dashed."""
+    sites = list(dict.fromkeys(k[1] for k in by))
+    fig, axes = subplots(1, 3, figsize=(15, 4.4))
+    for ax, (stat, label) in zip(axes, (("var", "variance (log scale)"),
+                                        ("kurtosis", "kurtosis (Gaussian = 3)"),
+                                        ("max", "max value"))):
+        for vi, v in enumerate(report.study.variants):
+            for si, site in enumerate(sites):
+                pts = sorted((k[2], x[stat]) for k, x in by.items()
+                             if k[0] == v.name and k[1] == site)
+                if pts:
+                    plot_steps(ax, *zip(*pts), color=f"C{si % 10}", linewidth=1.6,
+                               linestyle="-" if vi == 0 else "--", label=f"{v.name} {site}")
+        if stat == "var":
+            ax.set_yscale("log")
+        ax.set(xlabel="training step", ylabel=label, title=label.split(" (")[0])
+        ax.grid(alpha=0.3)
+    axes[1].axhline(3.0, color="grey", linewidth=0.8, linestyle=":")   # a Gaussian's
+    handles, names = axes[0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="lower center", ncol=min(4, max(1, len(names))), fontsize=8,
+               frameon=False)
+    lost = [f"{e['name']} seed {e['seed']} at step {e['diverged_at']['step']}"
+            for e in report.runs if e["status"] != "ok"]
+    fig.suptitle("Residual stream entering each block's attention and MLP (probe batch; solid: "
+                 "LayerNorm, dashed: RMSNorm)" + (f"\ndiverged, recorded until they stopped: "
+                                                  f"{', '.join(lost)}" if lost else ""),
+                 fontsize=11)
+    return fig
+
+
+def train_loss(history, uniform, title):
+    """loss.png of ``experiments.train``: the training batch loss per step, the estimates on
+    random batches of each split, the uniform baseline, and the learning rate (dashed)."""
+    fig, ax = subplots(figsize=(8.0, 4.5))
+    ax.plot(history["step"], history["loss"], lw=0.5, alpha=0.5, color="tab:blue",
+            label="train batch")
+    ev = list(zip(*history["evals"])) or [[], [], []]
+    ax.plot(ev[0], ev[1], "o-", ms=3, color="tab:blue", label="train (estimate)")
+    ax.plot(ev[0], ev[2], "o-", ms=3, color="tab:orange", label="val (estimate)")
+    ax.axhline(uniform, color="grey", lw=0.8, ls=":", label=f"uniform ln V = {uniform:.2f}")
+    finite = [x for x in history["loss"] + list(ev[2]) if np.isfinite(x)]
+    if finite:
+        ax.set_ylim(max(0.0, min(finite) - 0.1), max(uniform * 1.15, min(finite) + 0.5))
+    ax.set(xlabel="step", ylabel="loss (nats/token)")
+    ax.grid(alpha=0.3)
+    lr_ax = ax.twinx()
+    lr_ax.plot(history["step"], history["lr"], lw=1.0, ls="--", color="grey")
+    lr_ax.set_ylabel("learning rate (dashed)")
+    lr_ax.set_ylim(0, max(history["lr"], default=1.0) * 1.05)
+    ax.legend(fontsize=8, loc="upper right")
+    above = " (the first steps are above the axis)" if max(finite, default=0) > ax.get_ylim()[1] \
+        else ""
+    ax.set_title(f"{title}\nloss per step; estimates on random batches of each split{above}",
+                 fontsize=9)
     return fig

@@ -1,0 +1,162 @@
+"""The options of the model, its data and its optimiser, shared by the studies and
+``experiments.train``: their defaults are the chapter's, ``--preset shakespeare-cpu`` nanoGPT's.
+
+``add_model_options(parser)`` adds them; ``parse(parser, argv)`` parses with a preset's values as
+the defaults (an option given on the command line wins); ``load_data(args)`` reads the corpus
+and splits it; ``model_config(args, data, **fields)`` is the ``GPTConfig``;
+``optimiser(args, steps)`` the AdamW and the learning-rate schedule of nanoGPT's ``train.py``.
+"""
+import functools
+from types import SimpleNamespace
+
+import gpt.train
+from gpt import GPTConfig
+from gpt.config import MLPS, NORMS, POSITIONS
+from gpt.data import CORPORA, CharTokenizer, check_split_length, load_corpus, train_val_split
+from gpt.model import INITS
+
+from experiments import cli
+
+TRAIN_FRACTION = 0.9
+
+# nanoGPT's README, "I only have a macbook": its train.py with config/train_shakespeare_char.py
+# and --device=cpu --compile=False --eval_iters=20 --log_interval=1 --block_size=64
+# --batch_size=12 --n_layer=4 --n_head=4 --n_embd=128 --max_iters=2000 --lr_decay_iters=2000
+# --dropout=0.0 (the config file: lr 1e-3, min_lr 1e-4, beta2 0.99, warmup 100, eval every 250;
+# train.py: bias False, weight decay 0.1, clip 1.0, GPT-2's init). Keys are option
+# destinations: a command takes those it has (experiments.train's max_iters, eval_interval,
+# eval_iters; the studies' steps and eval_every).
+PRESETS = {"shakespeare-cpu": dict(
+    corpus="shakespeare", n_layers=4, n_heads=4, d_model=128, block_size=64, batch_size=12,
+    bias=False, init="gpt2", lr=1e-3, min_lr=1e-4, beta2=0.99, warmup_iters=100,
+    lr_decay_iters=2000, weight_decay=0.1, decay_on="2d", grad_clip=1.0,
+    max_iters=2000, eval_interval=250, eval_iters=20, steps=2000, eval_every=250)}
+
+
+def corpus_arg(text):
+    """``--corpus``: a name of ``gpt.data.CORPORA`` (kept as the name) or a path."""
+    return text if text in CORPORA else cli.path_arg(text)
+
+
+def add_model_options(p, varied=()):
+    """Add ``--preset``, ``--corpus``, ``--seed``, the model's options (but those in ``varied``,
+    which a study sets itself), its initialisation, and the optimiser's and schedule's."""
+    p.add_argument("--preset", choices=sorted(PRESETS),
+                   help="a configuration (PRESETS); options given here win over its values")
+    p.add_argument("--corpus", type=corpus_arg, metavar="NAME|PATH",
+                   help=f"{' or '.join(CORPORA)} (gpt/corpus/SOURCE.txt), or a UTF-8 text "
+                        f"file; none: the built-in opening of Pride and Prejudice")
+    p.add_argument("--seed", type=cli.nonnegative_int, default=0, metavar="S",
+                   help="seed of the initialisation and the batches (a study: the first seed)")
+    g = p.add_argument_group("model")
+    for flag, meta, default, what in (
+            ("--batch-size", "B", 32, "windows per step"), ("--block-size", "T", 32, "context"),
+            ("--n-layers", "L", 2, "blocks"), ("--n-heads", "H", 4, "heads, dividing C"),
+            ("--d-model", "C", 64, "width of the residual stream")):
+        g.add_argument(flag, type=cli.positive_int, default=default, metavar=meta, help=what)
+    for name, choices, what in (("norm", NORMS, "normalisation"), ("mlp", MLPS, "MLP"),
+                                ("pos", POSITIONS, "position encoding")):
+        if name not in varied:
+            g.add_argument(f"--{name}", choices=choices, default=choices[0], help=what)
+    g.add_argument("--bias", action="store_true", default=True,
+                   help="a bias in every Linear and LayerNorm (the chapter's; nanoGPT's bias)")
+    g.add_argument("--no-bias", dest="bias", action="store_false",
+                   help="no bias in any Linear or LayerNorm (nanoGPT's bias=False)")
+    g.add_argument("--dtype", choices=("float32", "float64"), default="float32", help="dtype")
+    g.add_argument("--init", choices=INITS, default="pytorch",
+                   help="pytorch: the chapter's (PyTorch's defaults, N(0, 1) embedding); gpt2: "
+                        "GPT-2's N(0, 0.02), residual projections / sqrt(2 n_layers)")
+    g = p.add_argument_group("optimiser and schedule (nanoGPT's train.py)")
+    g.add_argument("--lr", type=cli.positive_float, default=3e-3,
+                   help="AdamW learning rate (the peak of the schedule)")
+    g.add_argument("--min-lr", type=cli.nonnegative_float, metavar="LR",
+                   help="learning rate at the end of the cosine decay; none: --lr (constant)")
+    g.add_argument("--warmup-iters", type=cli.nonnegative_int, default=0, metavar="N",
+                   help="steps of linear warmup")
+    g.add_argument("--lr-decay-iters", type=cli.positive_int, metavar="N",
+                   help="step where the cosine reaches --min-lr; none: the run's steps")
+    g.add_argument("--weight-decay", type=cli.nonnegative_float, default=0.01, metavar="W",
+                   help="AdamW's decoupled weight decay")
+    g.add_argument("--decay-on", choices=("all", "2d"), default="all",
+                   help="all: every parameter (the chapter's); 2d: only the parameters with 2 "
+                        "dimensions, not biases and norm gains (nanoGPT's)")
+    g.add_argument("--beta2", type=cli.nonnegative_float, default=0.999,
+                   help="AdamW's second-moment decay (beta1 is 0.9)")
+    g.add_argument("--grad-clip", type=cli.nonnegative_float, default=1.0, metavar="NORM",
+                   help="clip the total gradient norm to NORM; 0: no clipping")
+
+
+def parse(p, argv, defaults=None):
+    """``p.parse_args(argv)`` with ``--preset``'s values (then ``defaults``) as the defaults of
+    the options ``p`` has, so that an option on the command line wins over both."""
+    preset = p.parse_args(argv).preset
+    known = {a.dest for a in p._actions}
+    p.set_defaults(**{k: v for k, v in {**PRESETS.get(preset, {}), **(defaults or {})}.items()
+                      if k in known})
+    return p.parse_args(argv)
+
+
+def load_data(args):
+    """The corpus of ``args.corpus``, its tokenizer and its 90/10 train/val token ids, as a
+    namespace (``text``, ``tokenizer``, ``train``, ``val``, ``label``); ``UsageError`` for a
+    corpus that cannot be read or is too short for one window of ``--block-size``."""
+    try:
+        text = load_corpus(args.corpus)
+    except (OSError, ValueError) as e:
+        names = f" (the corpora by name: {', '.join(CORPORA)})" \
+            if isinstance(e, FileNotFoundError) else ""
+        raise cli.UsageError(f"{e}{names}") from None
+    tokenizer = CharTokenizer(text)
+    train, val = train_val_split(tokenizer.encode(text), TRAIN_FRACTION)
+    try:
+        check_split_length(train, args.block_size, "the training split")
+        check_split_length(val, args.block_size, "the validation split")
+    except ValueError as e:
+        raise cli.UsageError(f"the corpus is too short: {e}") from None
+    return SimpleNamespace(text=text, tokenizer=tokenizer, train=train, val=val,
+                           label="built-in" if args.corpus is None else str(args.corpus))
+
+
+def model_config(args, data, **fields):
+    """The ``GPTConfig`` of the options, ``fields`` over them; ``UsageError`` if invalid."""
+    base = {k: getattr(args, k) for k in ("block_size", "n_layers", "n_heads", "d_model",
+                                          "norm", "mlp", "pos", "bias", "dtype") if hasattr(args, k)}
+    try:
+        return GPTConfig(vocab_size=data.tokenizer.vocab_size, **{**base, **fields})
+    except (TypeError, ValueError) as e:
+        raise cli.UsageError(f"invalid model configuration: {e}") from None
+
+
+def optimiser(args, steps):
+    """``(make_optimizer(model), lr_at(it))``: ``gpt.train.configure_optimizers`` and
+    ``gpt.train.get_lr`` with the options (picklable, for worker processes); ``UsageError`` for
+    a warmup not shorter than the decay, ``--min-lr`` above ``--lr`` or ``--beta2`` >= 1."""
+    decay_iters = args.lr_decay_iters or steps
+    if args.warmup_iters >= decay_iters:
+        raise cli.UsageError(f"--warmup-iters ({args.warmup_iters}) must be less than "
+                             f"--lr-decay-iters ({decay_iters}; by default the run's steps)")
+    if args.min_lr is not None and args.min_lr > args.lr:
+        raise cli.UsageError(f"--min-lr ({args.min_lr:g}) must not exceed --lr ({args.lr:g})")
+    if args.beta2 >= 1:
+        raise cli.UsageError(f"--beta2 must be below 1, got {args.beta2}")
+    make = functools.partial(gpt.train.configure_optimizers, lr=args.lr,
+                             weight_decay=args.weight_decay, betas=(0.9, args.beta2),
+                             decay=args.decay_on)
+    lr_at = functools.partial(gpt.train.get_lr, lr=args.lr,
+                              min_lr=args.lr if args.min_lr is None else args.min_lr,
+                              warmup_iters=args.warmup_iters, lr_decay_iters=decay_iters)
+    return make, lr_at
+
+
+def recipe(args, steps):
+    """The initialisation and the optimiser's recipe in words, e.g. "init gpt2, AdamW lr 0.001
+    with 100 warmup steps and a cosine to 0.0001 at step 2000, weight decay 0.1 on the 2-D
+    parameters (preset shakespeare-cpu)"."""
+    lr = f"AdamW lr {args.lr:g}" + (
+        " constant" if args.min_lr is None and not args.warmup_iters else
+        f" with {args.warmup_iters} warmup steps and a cosine to "
+        f"{args.lr if args.min_lr is None else args.min_lr:g} at step "
+        f"{args.lr_decay_iters or steps}")
+    on = "every parameter" if args.decay_on == "all" else "the 2-D parameters"
+    return (f"init {args.init}, {lr}, weight decay {args.weight_decay:g} on {on}"
+            + ("" if args.bias else ", no biases") + (f" (preset {args.preset})" if args.preset else ""))
