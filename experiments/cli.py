@@ -207,14 +207,15 @@ def main(prog, run, argv=None):
     """Run the command ``run(argv) -> status`` and exit with its status: bad input
     (``UsageError``) is one line on stderr and status 2; an ``OSError`` (an output that cannot
     be written) one line naming the file, status 1; Ctrl-C one line, status 130. A closed
-    stdout (``| head``) ends the command quietly, as it ends ``cat``."""
-    if hasattr(signal, "SIGPIPE"):
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    stdout (``| head``) ends the command quietly with status 141, as it ends ``cat``."""
     try:
         status = run(sys.argv[1:] if argv is None else list(argv))
     except KeyboardInterrupt:
         progress(f"{prog}: interrupted")
         status = 130
+    except BrokenPipeError:   # not SIGPIPE's default action: it would kill a worker pool's pipes
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        status = 141
     except UsageError as e:
         progress(f"{prog}: error: {e}")
         status = 2
