@@ -27,6 +27,9 @@ import sys
 from pathlib import Path
 
 
+CONNECT_TIMEOUT = 10   # seconds to reach a Dask scheduler (Dask's default: 30)
+
+
 class UsageError(Exception):
     """Bad input, named in one line; ``main`` prints it and exits with status 2."""
 
@@ -154,18 +157,17 @@ def _start_worker(threads):
     blas_threads(threads)
 
 
-def run_all(fn, items, jobs=1, scheduler=None, threads=1):
+def run_all(fn, items, jobs=1, client=None, threads=1):
     """Yield ``fn(item)`` for each of ``items``, in order: here, one after another (``jobs`` 1:
     a ``breakpoint()`` in ``fn`` stops here), in ``jobs`` spawned worker processes of a
     ``concurrent.futures.ProcessPoolExecutor`` (``threads`` BLAS threads each), or on the
-    workers of the Dask cluster whose scheduler is at ``scheduler`` (``distributed``'s
-    executor). Items are submitted as results come back, twice as many as the workers at most,
-    so a Ctrl-C is heard at once at any sweep size; it cancels what is queued and stops the
-    workers. Raises what ``fn`` raises."""
-    if scheduler is None and jobs == 1:
+    workers of a Dask cluster (``client``, from ``connect``; closed at the end). Items are
+    submitted as results come back, twice as many as the workers at most, so a Ctrl-C is heard
+    at once at any sweep size; it cancels what is queued and stops the workers. Raises what
+    ``fn`` raises."""
+    if client is None and jobs == 1:
         yield from map(fn, items)
         return
-    client = _connect(scheduler) if scheduler else None
     pool = client.get_executor() if client else concurrent.futures.ProcessPoolExecutor(
         jobs, multiprocessing.get_context("spawn"), _start_worker, (threads,))
     width = 2 * (sum(client.nthreads().values()) if client else jobs)
@@ -189,7 +191,7 @@ def run_all(fn, items, jobs=1, scheduler=None, threads=1):
             client.close()
 
 
-def _connect(address):
+def connect(address):
     """A ``distributed.Client`` of the scheduler at ``address``; ``UsageError`` without the
     ``cluster`` extra or without a scheduler there."""
     try:
@@ -198,7 +200,7 @@ def _connect(address):
         raise UsageError('--scheduler needs dask\'s distributed: pip install -e ".[cluster]"') \
             from None
     try:
-        return distributed.Client(address, timeout=10)
+        return distributed.Client(address, timeout=CONNECT_TIMEOUT)
     except Exception as e:   # OSError, TimeoutError, ValueError (a bad address), ...
         raise UsageError(f"no Dask scheduler at {address}: {e}") from None
 
