@@ -5,7 +5,8 @@ Then ``ops.py``, the primitive Functions with their backward formulas. Beside th
 ``tensor_methods.py`` (Tensor's operators and methods, in NumPy's and PyTorch's spellings),
 ``_inplace.py`` (``+=``, ``add_``, ...), ``_guards.py`` (the engine's checks), ``grad_mode.py``
 (``no_grad``), ``gradcheck.py`` (central differences), ``module.py``, ``optim.py``,
-``factories.py``.
+``factories.py``; ``allocator.py`` tunes glibc's allocator for a training loop on import
+(``MINIGRAD_MALLOPT=0`` leaves it alone).
 
 Public API::
 
@@ -14,6 +15,7 @@ Public API::
     Sequential, AdamW, clip_grad_norm_, concatenate, cat, stack, split, where, masked_fill,
     broadcast_to, unbroadcast, tensor, zeros, ones, zeros_like, ones_like, randn, arange, from_pair
 """
+from . import allocator  # noqa: F401  (glibc keeps freed arrays for reuse)
 from .tensor import Context, Function, Tensor, from_pair
 from . import tensor_methods, _inplace  # noqa: F401  (give Tensor its operators and methods)
 from .grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
