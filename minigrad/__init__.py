@@ -13,13 +13,16 @@ Public API::
     Tensor, Function, no_grad, enable_grad, set_grad_enabled, inference_mode, is_grad_enabled,
     gradcheck, gradcheck_report, GradcheckError, GradcheckReport, Module, Parameter, ModuleList,
     Sequential, AdamW, clip_grad_norm_, concatenate, cat, stack, split, where, masked_fill,
-    broadcast_to, unbroadcast, tensor, zeros, ones, zeros_like, ones_like, randn, arange, from_pair
+    maximum, minimum, broadcast_to, unbroadcast, tensor, zeros, ones, zeros_like, ones_like,
+    randn, arange, ValueRuntimeError, from_pair
 """
 from . import allocator  # noqa: F401  (glibc keeps freed arrays for reuse)
 from .tensor import Context, Function, Tensor, from_pair
+from ._guards import ValueRuntimeError
 from . import tensor_methods, _inplace  # noqa: F401  (give Tensor its operators and methods)
 from .grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
-from .ops import broadcast_to, cat, concatenate, masked_fill, split, stack, where, unbroadcast
+from .ops import (broadcast_to, cat, concatenate, masked_fill, maximum, minimum, split, stack,
+                  unbroadcast, where)
 from .factories import arange, ones, ones_like, randn, tensor, zeros, zeros_like
 from .gradcheck import GradcheckError, GradcheckReport, gradcheck, gradcheck_report
 from .module import Module, ModuleList, Parameter, Sequential
@@ -29,7 +32,8 @@ __all__ = [
     "Context", "Function", "Tensor", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
     "is_grad_enabled", "gradcheck", "GradcheckError", "GradcheckReport", "gradcheck_report",
     "Module", "ModuleList", "Parameter", "Sequential", "AdamW", "clip_grad_norm_",
-    "concatenate", "cat", "stack", "split", "where", "masked_fill", "broadcast_to", "unbroadcast",
-    "tensor", "zeros", "ones", "zeros_like", "ones_like", "randn", "arange", "from_pair",
+    "concatenate", "cat", "stack", "split", "where", "masked_fill", "maximum", "minimum",
+    "broadcast_to", "unbroadcast",
+    "tensor", "zeros", "ones", "zeros_like", "ones_like", "randn", "arange", "ValueRuntimeError", "from_pair",
 ]
 __version__ = "0.1.0"

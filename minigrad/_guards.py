@@ -10,12 +10,21 @@
 * **What a Function's backward returns** (``check_grads``): one gradient per forward input,
   each an ``np.ndarray`` of its input's exact shape and dtype, or None.
 
+Beside them, ``ValueRuntimeError``: the error of bad input that NumPy reports as a ValueError
+and PyTorch as a RuntimeError.
+
 This module imports nothing of minigrad; ``tensor.py`` calls it where a Tensor is made, where
 ``Function.apply`` records a node and where ``backward`` runs one.
 """
 from __future__ import annotations
 
 import numpy as np
+
+
+class ValueRuntimeError(ValueError, RuntimeError):
+    """Bad input that NumPy reports as a ValueError and PyTorch as a RuntimeError: shapes that do
+    not broadcast, multiply, reshape or concatenate, a bad permutation, ``clamp(None, None)``,
+    ``item()`` of many elements. A subclass of both, so code written for either catches it."""
 
 
 class VersionCounter:

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ._guards import ValueRuntimeError
 from .grad_mode import is_grad_enabled
 from . import ops
 from .tensor import Tensor
@@ -84,11 +85,13 @@ class InplaceOps:
         o = np.asarray(o)
         if o.dtype.kind not in "biuf":
             raise TypeError(f"{op}: operand must be numeric, got dtype {o.dtype}")
-        if np.broadcast_shapes(self.shape, o.shape) != self.shape:
-            raise ValueError(
-                f"{op}: output with shape {self.shape} doesn't match the broadcast shape "
-                f"{np.broadcast_shapes(self.shape, o.shape)}"
-            )
+        try:
+            shape = np.broadcast_shapes(self.shape, o.shape)
+        except ValueError:
+            shape = f"(none: the operand's {o.shape} does not broadcast with it)"
+        if shape != self.shape:
+            raise ValueRuntimeError(f"{op}: output with shape {self.shape} doesn't match the "
+                                    f"broadcast shape {shape}")
         res = np.result_type(self.dtype, o.dtype)
         if ufunc is np.divide and res.kind != "f":
             res = np.dtype(np.float64)                  # true division of integers
@@ -131,14 +134,13 @@ class InplaceOps:
         """Copy ``src`` (broadcast to this shape, cast to this dtype) into ``data`` in place.
 
         Raises:
-            ValueError: if ``src`` does not broadcast to ``self.shape``.
+            ValueRuntimeError: if ``src`` does not broadcast to ``self.shape``.
             RuntimeError: in grad mode, on a leaf that requires grad, or where the op is
                 recorded on a Tensor that shares its memory with another.
         """
         if self._check_inplace("copy_", src):
             return self._record(lambda before: ops.where(True, src, before))
-        src = np.asarray(plain(src))
-        np.copyto(self._data, np.broadcast_to(src, self.shape), casting="unsafe")
+        _assign(self._data, Ellipsis, plain(src))
         self._bump()
         return self
 
@@ -146,7 +148,7 @@ class InplaceOps:
         """``data += alpha * other`` in place (bumps the version counter); ``torch.Tensor.add_``.
 
         Raises:
-            ValueError: if ``other`` does not broadcast to ``self.shape``.
+            ValueRuntimeError: if ``other`` does not broadcast to ``self.shape``.
             TypeError: if the result cannot be stored in this dtype (float into int).
             RuntimeError: in grad mode, on a leaf that requires grad, or where the op is
                 recorded on a Tensor that shares its memory with another.
@@ -186,21 +188,33 @@ class InplaceOps:
         return self._inplace("**=", np.power, other)
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        """``t[index] = value`` (bumps the version counter); recorded in the graph as
-        ``where(mask, value, t)`` for a ``value`` that needs no gradient.
+        """``t[index] = value``, the index read as PyTorch reads it (``ops.torch_index``); bumps
+        the version counter; recorded in the graph as ``where(mask, value, t)`` for a ``value``
+        that needs no gradient.
 
         Raises:
             RuntimeError: in grad mode, on a leaf that requires grad, or with a ``value`` that
                 requires grad (not supported: use ``where`` or ``masked_fill``).
+            ValueRuntimeError: a ``value`` that does not broadcast to the indexed shape.
         """
-        index = index_arrays(index)
+        first, then = ops.torch_index(index_arrays(index))
         if self._check_inplace("__setitem__", value):
             if isinstance(value, Tensor) and value._requires_grad:
                 raise RuntimeError("__setitem__: a value that requires grad is not supported in "
                                    "grad mode; use minigrad.where(mask, value, t) (out of place)")
             mask, new = np.zeros(self.shape, dtype=bool), self._data.copy()
-            mask[index], new[index] = True, plain(value)
+            _assign(mask[first], then, True)
+            _assign(new[first], then, plain(value))
             self._record(lambda before: ops.where(mask, new, before))
             return
-        self._data[index] = plain(value)
+        _assign(self._data[first], then, plain(value))
         self._bump()
+
+
+def _assign(view: np.ndarray, index, value) -> None:
+    """``view[index] = value``; NumPy's ValueError for a value of the wrong shape raised as
+    ``ValueRuntimeError`` (PyTorch raises RuntimeError)."""
+    try:
+        view[index] = value
+    except ValueError as e:
+        raise ValueRuntimeError(str(e)) from None

@@ -8,11 +8,13 @@ reproducible without global state.
 """
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Optional
 
 import numpy as np
 
+from ._guards import ValueRuntimeError
 from .tensor import Tensor
 
 __all__ = ["tensor", "zeros", "ones", "zeros_like", "ones_like", "randn", "arange"]
@@ -26,7 +28,7 @@ def _size(size, fn: str) -> tuple:
         size = tuple(size[0])
     for s in size:
         if isinstance(s, bool) or not isinstance(s, numbers.Integral) or s < 0:
-            raise ValueError(f"{fn}: sizes must be integers >= 0, got {size!r}")
+            raise ValueRuntimeError(f"{fn}: sizes must be integers >= 0, got {size!r}")
     return tuple(int(s) for s in size)
 
 
@@ -59,7 +61,7 @@ def zeros(*size, dtype=None, requires_grad: bool = False) -> Tensor:
         requires_grad (bool): make it a leaf that requires grad.
 
     Raises:
-        ValueError: a negative or non-integer size.
+        ValueRuntimeError: a negative or non-integer size.
         TypeError: requires_grad with a non-floating dtype.
     """
     return Tensor(np.zeros(_size(size, "zeros"), dtype=_dtype(dtype)), requires_grad=requires_grad)
@@ -102,7 +104,7 @@ def randn(*size, generator: Optional[np.random.Generator] = None, dtype=None,
 
     Raises:
         TypeError: a generator that is not a ``numpy.random.Generator``, or a non-floating dtype.
-        ValueError: a negative or non-integer size.
+        ValueRuntimeError: a negative or non-integer size.
     """
     shape = _size(size, "randn")
     dt = _dtype(dtype)
@@ -124,7 +126,9 @@ def arange(start, end=None, step=1, *, dtype=None, requires_grad: bool = False) 
     (PyTorch's rule; ``np.arange`` would give float64).
 
     Raises:
-        ValueError: step 0.
+        ValueRuntimeError: step 0, a NaN or infinite bound, ``end`` on the wrong side of
+            ``start`` for the sign of ``step`` (as PyTorch), or values that do not fit in an
+            integer ``dtype`` (``arange(2**33, dtype=np.int32)``).
         TypeError: a non-real argument.
     """
     if end is None:
@@ -133,15 +137,24 @@ def arange(start, end=None, step=1, *, dtype=None, requires_grad: bool = False) 
         if isinstance(v, bool) or not isinstance(v, numbers.Real):
             raise TypeError(f"arange: {name} must be a real number, got {v!r}")
     if step == 0:
-        raise ValueError("arange: step must be nonzero")
+        raise ValueRuntimeError("arange: step must be nonzero")
+    if not (math.isfinite(start) and math.isfinite(end)):
+        raise ValueRuntimeError(f"arange: unsupported range: {start} -> {end}")
+    if (end - start) * step < 0:
+        raise ValueRuntimeError(f"arange: upper bound and lower bound inconsistent with step "
+                                f"sign ({start} -> {end} by {step})")
     if dtype is None:
         ints = all(isinstance(v, numbers.Integral) for v in (start, end, step))
         dtype = np.int64 if ints else DEFAULT_DTYPE
     dt = np.dtype(dtype)
-    if dt.kind == "f":
-        # count as PyTorch does (ceil((end - start) / step) in double), then compute in float64
-        n = max(0, int(np.ceil((end - start) / step)))
+    # count as PyTorch does (ceil((end - start) / step) in double)
+    n = math.ceil((end - start) / step)
+    if dt.kind == "f":                          # computed in float64, then cast
         data = (start + step * np.arange(n, dtype=np.float64)).astype(dt)
     else:
+        info, last = np.iinfo(dt), start + (n - 1) * step if n else start
+        if not (info.min <= min(start, last) and max(start, last) <= info.max):
+            raise ValueRuntimeError(f"arange: values {start} .. {last} overflow {dt} "
+                                    f"([{info.min}, {info.max}])")
         data = np.arange(start, end, step, dtype=dt)
     return Tensor(data, requires_grad=requires_grad)

@@ -5,9 +5,13 @@ its input's shape (summing the prepended axes, then the size-1 axes), once, here
 (HIPS/autograd's ``unbroadcast``). Every gradient is cast back to its input's dtype.
 
 Notation: ``c = f(a, b)``, ``dc`` the upstream gradient, ``da``/``db`` what backward returns.
+
+A forward marked ``@runtime_errors`` raises NumPy's ValueError (shapes that do not broadcast,
+multiply, reshape or concatenate) as ``ValueRuntimeError``, a RuntimeError too, as PyTorch.
 """
 from __future__ import annotations
 
+import functools
 import numbers
 
 import numpy as np
@@ -17,7 +21,21 @@ try:  # numpy >= 1.25
 except ImportError:  # numpy 1.23, 1.24: only the top-level name (removed from it in numpy 2.0)
     from numpy import AxisError
 
+from ._guards import ValueRuntimeError
 from .tensor import Function, Tensor
+
+
+def runtime_errors(forward):
+    """``forward``, with NumPy's ValueError (AxisError aside) raised as ``ValueRuntimeError``."""
+    @functools.wraps(forward)
+    def checked(ctx, *args, **kwargs):
+        try:
+            return forward(ctx, *args, **kwargs)
+        except AxisError:           # an IndexError too, as PyTorch's "Dimension out of range"
+            raise
+        except ValueError as e:
+            raise ValueRuntimeError(str(e)) from None
+    return checked
 
 
 def unbroadcast(grad: np.ndarray, shape: tuple, dtype=None) -> np.ndarray:
@@ -60,7 +78,7 @@ def _norm_axes(axis, ndim):
             raise AxisError(int(ax), ndim)
         out.append(int(ax) % max(ndim, 1))
     if len(set(out)) != len(out):
-        raise ValueError(f"duplicate value in axis: {axis}")
+        raise ValueRuntimeError(f"duplicate value in axis: {axis}")
     return tuple(out) if ndim else ()                   # a 0-d array has no axis to reduce
 
 
@@ -69,6 +87,7 @@ class Add(Function):
     """c = a + b.   da = dc, db = dc (each summed to its input's shape)."""
 
     @staticmethod
+    @runtime_errors
     def forward(ctx, a, b):
         ctx.shapes = _shapes_dtypes(a, b)
         return np.add(a, b)
@@ -84,6 +103,7 @@ class Sub(Function):
     """c = a - b.   da = dc, db = -dc."""
 
     @staticmethod
+    @runtime_errors
     def forward(ctx, a, b):
         ctx.shapes = _shapes_dtypes(a, b)
         return np.subtract(a, b)
@@ -101,6 +121,7 @@ class Mul(Function):
     valid)."""
 
     @staticmethod
+    @runtime_errors
     def forward(ctx, a, b):
         na, nb = ctx.needs_input_grad
         ctx.save_for_backward(np.asarray(a) if nb else None, np.asarray(b) if na else None)
@@ -120,6 +141,7 @@ class Div(Function):
     """c = a / b.   da = dc / b, db = -dc * a / b**2  (a is saved only when b needs a gradient)."""
 
     @staticmethod
+    @runtime_errors
     def forward(ctx, a, b):
         ctx.save_for_backward(np.asarray(a) if ctx.needs_input_grad[1] else None, np.asarray(b))
         ctx.shapes = _shapes_dtypes(a, b)
@@ -148,52 +170,30 @@ class Neg(Function):
 
 
 class Pow(Function):
-    """c = a ** p for a scalar p.   da = dc * p * a**(p - 1)."""
+    """c = a ** b.   da = dc * b * a**(b - 1), 0 where b = 0;  db = dc * c * log(a), 0 where
+    a = 0 and b >= 0 (PyTorch's ``pow_backward`` and ``pow_backward_exponent``: 0 ** b is
+    constant there, and log(0) = -inf would give 0 * -inf = NaN). A negative a gives NaN where
+    the power is not real, as PyTorch; c is saved only when b needs a gradient."""
 
     @staticmethod
-    def forward(ctx, a, exponent):
-        if isinstance(exponent, Tensor) or not isinstance(exponent, (numbers.Real, np.generic)) \
-                or isinstance(exponent, np.ndarray):
-            raise TypeError(
-                f"pow: the exponent must be a real scalar, got {type(exponent).__name__}"
-            )
-        p = float(exponent)
-        ctx.save_for_backward(a)
-        ctx.p = p
-        if float(p).is_integer() and np.issubdtype(a.dtype, np.integer) and p >= 0:
-            return np.power(a, int(p))
-        return np.power(a, np.asarray(p, dtype=a.dtype if a.dtype.kind == "f" else None))
-
-    @staticmethod
-    def backward(ctx, dc):
-        (a,) = ctx.saved_tensors
-        p = ctx.p
-        if p == 0.0:
-            return np.zeros_like(a)
-        pa = np.asarray(p, dtype=a.dtype)
-        return (dc * pa * np.power(a, np.asarray(p - 1.0, dtype=a.dtype))).astype(a.dtype, copy=False)
-
-
-class RPow(Function):
-    """c = base ** a for a real scalar base.   da = dc * c * log(base), and 0 where base = 0 and
-    a >= 0 (PyTorch's ``pow_backward_exponent``: 0 ** a is constant there; log(0) = -inf would
-    give 0 * -inf = NaN); a negative base gives NaN where the power is not real, as PyTorch."""
-
-    @staticmethod
-    def forward(ctx, a, base):
-        b = np.asarray(base, dtype=a.dtype if a.dtype.kind == "f" else None)
+    @runtime_errors             # an integer to a negative integer power (PyTorch: RuntimeError)
+    def forward(ctx, a, b):
         with np.errstate(invalid="ignore", divide="ignore"):
-            c = np.power(b, a)
-        ctx.save_for_backward(a, c)
-        ctx.base = b
+            c = np.power(a, b)
+        ctx.save_for_backward(np.asarray(a), np.asarray(b), c if ctx.needs_input_grad[1] else None)
+        ctx.shapes = _shapes_dtypes(a, b)
         return c
 
     @staticmethod
     def backward(ctx, dc):
-        a, c = ctx.saved_tensors
+        a, b, c = ctx.saved_tensors
+        (sa, ta), (sb, tb) = ctx.shapes
+        na, nb = ctx.needs_input_grad
         with np.errstate(invalid="ignore", divide="ignore"):
-            dlog = np.where((ctx.base == 0) & (a >= 0), 0, c * np.log(ctx.base))
-        return (dc * dlog).astype(a.dtype, copy=False)
+            da = unbroadcast(np.where(b == 0, 0, dc * b * a ** (b - 1)), sa, ta) if na else None
+            db = unbroadcast(np.where((a == 0) & (b >= 0), 0, dc * c * np.log(a)), sb, tb) \
+                if nb else None
+        return da, db
 
 
 # ----------------------------------------------------------------------------- elementwise
@@ -307,10 +307,11 @@ class Abs(Function):
 
 
 class Clamp(Function):
-    """c = min(max(a, lo), hi) (a missing bound is no bound; NaN stays NaN; lo > hi gives hi).
+    """c = min(max(a, lo), hi) for scalar bounds (a missing bound is no bound; NaN stays NaN;
+    lo > hi gives hi).
 
-    da = dc * (a >= lo) * (a <= hi): the gradient passes at the bounds themselves and is 0 at NaN
-    (PyTorch's ``clamp_backward``).
+    da = dc * (a > lo) * (a < hi): 0 at the bounds themselves and at NaN (PyTorch 2.14's
+    ``clamp_backward``; PyTorch 2.13 and earlier passed the gradient at the bounds).
     """
 
     @staticmethod
@@ -329,10 +330,44 @@ class Clamp(Function):
         (a,) = ctx.saved_tensors
         keep = np.ones(a.shape, dtype=bool)
         if ctx.lo is not None:
-            keep &= a >= ctx.lo
+            keep &= a > ctx.lo
         if ctx.hi is not None:
-            keep &= a <= ctx.hi
+            keep &= a < ctx.hi
         return dc * keep
+
+
+class Maximum(Function):
+    """c = maximum(a, b), NaN where either is NaN.   da = dc * w(a, b), db = dc * w(b, a) with
+    w(a, b) = 1/2 where a = b, 0 where a < b, 1 elsewhere (NaN included): a tie shares the
+    gradient evenly (PyTorch's ``maximum`` backward)."""
+
+    loses = staticmethod(np.less)       # a loses to b where a < b
+    pick = staticmethod(np.maximum)
+
+    @staticmethod
+    @runtime_errors
+    def forward(ctx, a, b):
+        a, b = np.asarray(a), np.asarray(b)
+        ctx.save_for_backward(a, b)
+        ctx.shapes = _shapes_dtypes(a, b)
+        return ctx.fn_cls.pick(a, b)
+
+    @staticmethod
+    def backward(ctx, dc):
+        a, b = ctx.saved_tensors
+        (sa, ta), (sb, tb) = ctx.shapes
+        na, nb = ctx.needs_input_grad
+        share = np.where(a == b, dc / 2, dc)
+        loses = ctx.fn_cls.loses
+        return (unbroadcast(share * ~loses(a, b), sa, ta) if na else None,
+                unbroadcast(share * ~loses(b, a), sb, tb) if nb else None)
+
+
+class Minimum(Maximum):
+    """c = minimum(a, b); the gradient rule of ``Maximum`` with a losing where a > b."""
+
+    loses = staticmethod(np.greater)
+    pick = staticmethod(np.minimum)
 
 
 class Cast(Function):
@@ -357,6 +392,7 @@ class MatMul(Function):
     """
 
     @staticmethod
+    @runtime_errors
     def forward(ctx, a, b):
         a, b = np.asarray(a), np.asarray(b)
         if a.ndim == 0 or b.ndim == 0:
@@ -493,6 +529,7 @@ class Reshape(Function):
     """c = a.reshape(shape).   da = dc.reshape(a.shape)."""
 
     @staticmethod
+    @runtime_errors
     def forward(ctx, a, shape):
         ctx.shape = a.shape
         return np.reshape(a, shape)
@@ -506,6 +543,7 @@ class Transpose(Function):
     """c = a.transpose(axes) (None reverses).   da = dc.transpose(argsort(axes))."""
 
     @staticmethod
+    @runtime_errors
     def forward(ctx, a, axes=None):
         axes = tuple(range(a.ndim))[::-1] if axes is None else tuple(int(x) for x in axes)
         out = np.transpose(a, axes)
@@ -521,6 +559,7 @@ class BroadcastTo(Function):
     """c = np.broadcast_to(a, shape).   da = dc summed back to a.shape."""
 
     @staticmethod
+    @runtime_errors
     def forward(ctx, a, shape):
         ctx.shape, ctx.dtype = a.shape, a.dtype
         return np.broadcast_to(a, shape)
@@ -539,22 +578,60 @@ def _is_basic_index(index) -> bool:
     )
 
 
+def _is_int(i) -> bool:
+    """An integer index: a Python or NumPy int, or a 0-d integer array (a 0-d Tensor's)."""
+    return (isinstance(i, numbers.Integral) and not isinstance(i, bool)) or \
+        (isinstance(i, np.ndarray) and i.ndim == 0 and i.dtype.kind in "iu")
+
+
+def torch_index(index) -> tuple:
+    """``index`` as PyTorch reads it: two NumPy indexes ``(first, then)``, applied in turn as
+    ``a[first][then]``; ``first`` is basic, so ``a[first]`` is a view (setitem writes into it).
+
+    NumPy counts an integer beside an index array as one more index array, and moves the axes
+    of index arrays separated by a slice (or ``None``, ``...``) to the front: ``y[0, :, [0, 2]]``
+    on a (2, 3, 4) array is (2, 3). PyTorch applies the integers first, each removing its axis,
+    and reads the rest as NumPy does: (3, 2). So ``first`` holds the integers (a full slice for
+    each axis another entry takes) and ``then`` the other entries. Where NumPy and PyTorch agree
+    (no integer, or no array), ``first`` is ``...`` and ``then`` the index itself.
+    """
+    items = index if isinstance(index, tuple) else (index,)
+    if _is_basic_index(items) or not any(_is_int(i) for i in items):
+        return (Ellipsis,), index
+    first, then = [], []
+    for i in items:
+        if _is_int(i):
+            first.append(int(i))
+            continue
+        then.append(i)
+        if i is Ellipsis:
+            first.append(i)
+        elif isinstance(i, slice):
+            first.append(slice(None))
+        elif i is not None:                     # an index array: a bool one takes ndim axes
+            a = np.asarray(i)
+            first.extend([slice(None)] * (a.ndim if a.dtype == bool else 1))
+    return tuple(first) + (() if Ellipsis in first else (Ellipsis,)), tuple(then)
+
+
 class GetItem(Function):
-    """c = a[index].   da = zeros_like(a) with dc added at index (np.add.at, so repeated
-    integer indices accumulate)."""
+    """c = a[index], read as PyTorch reads it (``torch_index``).   da = zeros_like(a) with dc
+    added at index (np.add.at, so repeated integer indices accumulate)."""
 
     @staticmethod
     def forward(ctx, a, index):
-        ctx.index, ctx.shape, ctx.dtype = index, a.shape, a.dtype
-        return a[index]
+        ctx.first, ctx.then = torch_index(index)
+        ctx.shape, ctx.dtype = a.shape, a.dtype
+        return a[ctx.first][ctx.then]
 
     @staticmethod
     def backward(ctx, dc):
         da = np.zeros(ctx.shape, dtype=ctx.dtype)
-        if _is_basic_index(ctx.index):
-            da[ctx.index] = dc  # a basic index selects each element at most once
+        view = da[ctx.first]
+        if _is_basic_index(ctx.then):
+            view[ctx.then] = dc  # a basic index selects each element at most once
         else:
-            np.add.at(da, ctx.index, dc)
+            np.add.at(view, ctx.then, dc)
         return da
 
 
@@ -573,6 +650,7 @@ class Concatenate(Function):
     """c = np.concatenate(arrays, axis).   da_i = the slice of dc that came from a_i."""
 
     @staticmethod
+    @runtime_errors
     def forward(ctx, *arrays, axis=0):
         arrays = [np.asarray(a) for a in arrays]
         ctx.dtypes = [a.dtype for a in arrays]
@@ -592,6 +670,7 @@ class Stack(Function):
     """c = np.stack(arrays, axis).   da_i = dc taken at position i of the new axis."""
 
     @staticmethod
+    @runtime_errors
     def forward(ctx, *arrays, axis=0):
         arrays = [np.asarray(a) for a in arrays]
         ctx.dtypes = [a.dtype for a in arrays]
@@ -610,6 +689,7 @@ class Where(Function):
     """c = where(cond, a, b).   da = dc where cond else 0, db = dc where not cond else 0."""
 
     @staticmethod
+    @runtime_errors
     def forward(ctx, cond, a, b):
         cond = np.asarray(cond, dtype=bool)
         ctx.save_for_backward(cond)
@@ -637,7 +717,13 @@ def promote(a, b):
     float32; NumPy would give float64); within a category a 0-d operand takes the dimensioned
     one's dtype (float32 (3,) with a 0-d float64 is float32), and otherwise the op's own NumPy
     promotion gives the wider dtype. A Tensor is cast by ``Cast``, so its gradient flows back.
+
+    Raises:
+        TypeError: an operand that is not numeric or bool (a string, None, a complex number).
     """
+    if a.dtype.kind not in _CATEGORY or b.dtype.kind not in _CATEGORY:
+        raise TypeError(f"unsupported operand dtypes {a.dtype} and {b.dtype}: numeric or bool "
+                        "only")
     ca, cb = _CATEGORY[a.dtype.kind], _CATEGORY[b.dtype.kind]
     if ca == cb and (a.ndim == 0) == (b.ndim == 0):
         return a, b
@@ -650,12 +736,19 @@ def _cast(x, dtype):
     return Cast.apply(x, dtype=dtype) if isinstance(x, Tensor) else x.astype(dtype)
 
 
-def _float_like(value, like):
-    if isinstance(value, Tensor):
-        return value
-    if isinstance(like, Tensor) and like.dtype.kind == "f" and not isinstance(value, np.ndarray):
-        return np.asarray(value, dtype=like.dtype)
-    return np.asarray(value)
+def operand(x, like):
+    """``x`` as the other operand of a binary op beside ``like``: a Tensor unchanged; a Python or
+    NumPy scalar in ``like``'s dtype when ``like`` is a floating Tensor, or an integer Tensor and
+    the scalar an integer; a float scalar beside an integer Tensor in float32 (PyTorch's
+    default dtype); anything else ``np.asarray(x)``. Then ``promote`` gives the result dtype."""
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(like, Tensor) and isinstance(x, (numbers.Number, np.generic)):
+        if like.dtype.kind == "f" or (isinstance(x, numbers.Integral) and like.dtype.kind in "iu"):
+            return np.asarray(x, dtype=like.dtype)
+        if isinstance(x, float):
+            return np.asarray(x, dtype=np.float32)
+    return np.asarray(x)
 
 
 def where(condition, x, y) -> Tensor:
@@ -663,15 +756,37 @@ def where(condition, x, y) -> Tensor:
 
     Args:
         condition: bool array or Tensor (not differentiated).
-        x, y: Tensors, arrays or scalars; a scalar takes the other operand's floating dtype;
-            the dtypes are promoted as PyTorch's (``promote``).
+        x, y: Tensors, arrays or scalars; a scalar beside a Tensor is read by ``operand``
+            (a Python float beside an integer Tensor is float32) and the dtypes are promoted
+            as PyTorch's (``promote``).
 
     Returns:
         Tensor of the broadcast shape.
+
+    Raises:
+        ValueRuntimeError: shapes that do not broadcast.
     """
     cond = condition.data if isinstance(condition, Tensor) else condition
     like = x if isinstance(x, Tensor) else y
-    return Where.apply(cond, *promote(_float_like(x, like), _float_like(y, like)))
+    return Where.apply(cond, *promote(operand(x, like), operand(y, like)))
+
+
+def maximum(input, other) -> Tensor:
+    """Elementwise maximum of two Tensors (or a Tensor and an array or scalar), broadcasting,
+    NaN where either is NaN, in PyTorch's result dtype (``torch.maximum``). A tie shares the
+    gradient evenly between the two (``Maximum``).
+
+    Raises:
+        ValueRuntimeError: shapes that do not broadcast.
+    """
+    like = input if isinstance(input, Tensor) else other
+    return Maximum.apply(*promote(operand(input, like), operand(other, like)))
+
+
+def minimum(input, other) -> Tensor:
+    """Elementwise minimum (``torch.minimum``); as ``maximum``."""
+    like = input if isinstance(input, Tensor) else other
+    return Minimum.apply(*promote(operand(input, like), operand(other, like)))
 
 
 def masked_fill(x: Tensor, mask, value: float) -> Tensor:
@@ -689,7 +804,8 @@ def concatenate(tensors, axis: int = 0) -> Tensor:
 
     Raises:
         TypeError: if ``tensors`` is one Tensor rather than a sequence of them.
-        ValueError: if ``tensors`` is empty or shapes do not match off ``axis``.
+        ValueError: if ``tensors`` is empty (as ``torch.cat``).
+        ValueRuntimeError: shapes that do not match off ``axis``, or 0-d Tensors.
     """
     if isinstance(tensors, Tensor):
         raise TypeError("concatenate: expected a sequence of Tensors, got one Tensor")
@@ -710,13 +826,13 @@ def stack(tensors, axis: int = 0, *, dim=None) -> Tensor:
 
     Raises:
         TypeError: if ``tensors`` is one Tensor rather than a sequence of them.
-        ValueError: if ``tensors`` is empty or shapes differ.
+        ValueRuntimeError: if ``tensors`` is empty or shapes differ.
     """
     if isinstance(tensors, Tensor):
         raise TypeError("stack: expected a sequence of Tensors, got one Tensor")
     tensors = list(tensors)
     if not tensors:
-        raise ValueError("stack: need at least one Tensor")
+        raise ValueRuntimeError("stack: need at least one Tensor")
     return Stack.apply(*tensors, axis=axis if dim is None else dim)
 
 

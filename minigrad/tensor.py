@@ -88,7 +88,8 @@ class Tensor:
                 more than one element; if the graph was already freed by an earlier backward; if
                 an array saved for backward was modified in place; if a Function's backward
                 returns a gradient of the wrong count, shape or dtype.
-            ValueError: if ``grad`` has the wrong shape.
+            ValueRuntimeError: if ``grad`` has the wrong shape (a ValueError, and a RuntimeError
+                as in PyTorch).
         """
         grad = gradient
         if not self._requires_grad:
@@ -103,7 +104,7 @@ class Tensor:
         else:
             grad = np.asarray(grad.data if isinstance(grad, Tensor) else grad)
             if grad.shape != self.shape:
-                raise ValueError(
+                raise _guards.ValueRuntimeError(
                     f"backward: grad has shape {grad.shape}, expected the Tensor's shape {self.shape}"
                 )
             grad = grad.astype(self.dtype, copy=False)

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from . import ops
+from ._guards import ValueRuntimeError
 from .tensor import Tensor
 
 # What every class body defines and a Tensor must not take over; ``__hash__`` too: a class
@@ -77,30 +78,16 @@ MINMAX = {
 }
 
 # ---------------------------------------------------------------- operands
-def _operand(x: Any, like: "Tensor"):
-    """Turn the other side of a binary operator into a Tensor or an array constant."""
-    if isinstance(x, Tensor):
-        return x
-    if isinstance(x, (numbers.Number, np.generic)) and not isinstance(x, np.ndarray):
-        if like.dtype.kind == "f":
-            return np.asarray(x, dtype=like.dtype)
-        if isinstance(x, (bool, numbers.Integral)) and np.issubdtype(like.dtype, np.integer):
-            return np.asarray(x, dtype=like.dtype)
-        if isinstance(x, float):
-            return np.asarray(x, dtype=np.float32)
-        return np.asarray(x)
-    return np.asarray(x)
-
-
 def _pair(t: "Tensor", other: Any):
     """Both sides of a binary operator as engine operands, in PyTorch's result dtype.
 
     A Python scalar takes ``t``'s dtype (float32 stays float32), and a float one with an
-    integer ``t`` gives float32 (PyTorch's default dtype); then ``ops.promote``: the floating
-    side's dtype wins over an integer side (NumPy would turn int64 with float32 into float64),
-    and a 0-d side takes a dimensioned side's dtype within a category (as PyTorch).
+    integer ``t`` gives float32 (PyTorch's default dtype) (``ops.operand``); then
+    ``ops.promote``: the floating side's dtype wins over an integer side (NumPy would turn
+    int64 with float32 into float64), and a 0-d side takes a dimensioned side's dtype within a
+    category (as PyTorch).
     """
-    return ops.promote(t, _operand(other, t))
+    return ops.promote(t, ops.operand(other, t))
 
 
 @attach_to_tensor
@@ -141,10 +128,12 @@ class TensorMethods:
         """Return the single element as a Python number.
 
         Raises:
-            ValueError: if the Tensor has more than one element.
+            ValueRuntimeError: if the Tensor has more than one element (a ValueError, and a
+                RuntimeError as in PyTorch).
         """
         if self._data.size != 1:
-            raise ValueError(f"item() needs a Tensor with one element, got shape {self.shape}")
+            raise ValueRuntimeError(f"item() needs a Tensor with one element, got shape "
+                                    f"{self.shape}")
         return self._data.item()
 
     def tolist(self):
@@ -196,15 +185,8 @@ class TensorMethods:
         return self.pow(exponent)
 
     def __rpow__(self, base):
-        """``base ** self`` for a real scalar base; d/dx = base**x * log(base), 0 where base = 0
-        and x >= 0 (``torch.pow(scalar, tensor)``).
-
-        Raises:
-            TypeError: if ``base`` is not a real scalar.
-        """
-        if isinstance(base, (bool, np.bool_)) or not isinstance(base, (numbers.Real, np.generic)):
-            raise TypeError(f"base ** Tensor needs a real scalar base, got {type(base).__name__}")
-        return ops.RPow.apply(self, base=base)
+        """``base ** self`` (``torch.pow(base, tensor)``): the rules of ``pow``."""
+        return ops.Pow.apply(*_pair(self, base)[::-1])
 
     def __neg__(self):
         return ops.Neg.apply(self)
@@ -233,7 +215,7 @@ class TensorMethods:
 
     def __bool__(self) -> bool:
         if self._data.size != 1:
-            raise ValueError(
+            raise ValueRuntimeError(
                 f"the truth value of a Tensor with {self._data.size} elements is ambiguous; "
                 "use .any() on .data or compare element by element"
             )
@@ -267,13 +249,18 @@ class TensorMethods:
         return ops.GetItem.apply(self, index=index_arrays(index))
 
     # ---------------------------------------------------------------- elementwise
-    def pow(self, exponent: float) -> "Tensor":
-        """``self ** exponent`` for a scalar exponent. d/dx = exponent * x**(exponent - 1).
+    def pow(self, exponent) -> "Tensor":
+        """``self ** exponent`` (``torch.pow``) for a scalar, array or Tensor exponent, in the
+        result dtype of the other operators (an integer Tensor to a float power is float32);
+        d/dx = exponent * x**(exponent - 1), and d/d(exponent) = x**exponent * log(x), 0 where
+        x = 0 and exponent >= 0 (``ops.Pow``).
 
         Raises:
-            TypeError: if ``exponent`` is not a real scalar.
+            ValueRuntimeError: an integer Tensor to a negative integer power ("Integers to
+                negative integer powers are not allowed", as NumPy and PyTorch), or shapes that
+                do not broadcast.
         """
-        return ops.Pow.apply(self, exponent=exponent)
+        return ops.Pow.apply(*_pair(self, exponent))
 
     def exp(self) -> "Tensor":
         """Elementwise e**x."""
@@ -286,6 +273,10 @@ class TensorMethods:
     def sqrt(self) -> "Tensor":
         """Elementwise square root."""
         return ops.Sqrt.apply(self)
+
+    def rsqrt(self) -> "Tensor":
+        """Elementwise 1 / sqrt(x) (``torch.rsqrt``); d/dx = -1 / (2 x**1.5)."""
+        return 1 / self.sqrt()
 
     def tanh(self) -> "Tensor":
         """Elementwise tanh."""
@@ -314,23 +305,35 @@ class TensorMethods:
 
     def clamp(self, min=None, max=None) -> "Tensor":
         """Elementwise ``min(max(x, min), max)`` (``torch.clamp``): NaN stays NaN; ``min > max``
-        gives ``max``; the gradient is 1 where ``min <= x <= max`` (bounds included), else 0.
+        gives ``max``; the gradient is 1 where ``min < x < max``, else 0 (at the bounds too:
+        PyTorch 2.14's rule). An integer Tensor with a float bound gives float32, as PyTorch.
 
         Args:
             min, max: real scalars or None (no bound); at least one must be given.
 
         Raises:
-            ValueError: if both bounds are None.
+            ValueRuntimeError: if both bounds are None.
             TypeError: if a bound is not a real scalar (Tensor bounds are not supported).
         """
         if min is None and max is None:
-            raise ValueError("clamp: at least one of 'min' or 'max' must not be None")
+            raise ValueRuntimeError("clamp: at least one of 'min' or 'max' must not be None")
         for name, b in (("min", min), ("max", max)):
             if b is not None and (isinstance(b, (bool, np.bool_))
                                   or not isinstance(b, (numbers.Real, np.floating, np.integer))):
                 raise TypeError(f"clamp: {name} must be a real scalar or None, got "
                                 f"{type(b).__name__}")
-        return ops.Clamp.apply(self, lo=min, hi=max)
+        x = self
+        if self.dtype.kind != "f" and any(isinstance(b, (float, np.floating)) for b in (min, max)):
+            x = self.astype(np.float32)     # a float bound, an integer Tensor: float32 (torch)
+        return ops.Clamp.apply(x, lo=min, hi=max)
+
+    def maximum(self, other) -> "Tensor":
+        """Elementwise maximum with ``other`` (``torch.Tensor.maximum``; ``ops.maximum``)."""
+        return ops.maximum(self, other)
+
+    def minimum(self, other) -> "Tensor":
+        """Elementwise minimum with ``other`` (``torch.Tensor.minimum``; ``ops.minimum``)."""
+        return ops.minimum(self, other)
 
     # ---------------------------------------------------------------- reductions
     # NumPy's keywords (axis, keepdims) and PyTorch's (dim, keepdim) are both accepted.
@@ -455,13 +458,18 @@ class TensorMethods:
         ``permute((2, 0, 1))``; every axis exactly once.
 
         Raises:
-            ValueError: if ``dims`` is not a permutation of the axes.
+            IndexError: a dim out of range.
+            ValueRuntimeError: if ``dims`` is not a permutation of the axes.
         """
         if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
             dims = tuple(dims[0])
-        if sorted(int(d) % max(self.ndim, 1) for d in dims) != list(range(self.ndim)) \
-                or len(dims) != self.ndim:
-            raise ValueError(f"permute: dims {dims} are not a permutation of {self.ndim} axes")
+        n = max(self.ndim, 1)
+        for d in dims:
+            if not -n <= d < n:
+                raise IndexError(f"permute: dim {d} out of range [{-n}, {n - 1}]")
+        if sorted(int(d) % n for d in dims) != list(range(self.ndim)):
+            raise ValueRuntimeError(f"permute: dims {dims} are not a permutation of "
+                                    f"{self.ndim} axes")
         return ops.Transpose.apply(self, axes=tuple(int(d) for d in dims))
 
     def unsqueeze(self, dim: int) -> "Tensor":
@@ -501,7 +509,7 @@ class TensorMethods:
         becomes shape (1,).
 
         Raises:
-            IndexError: a dim out of range; ValueError: start_dim after end_dim.
+            IndexError: a dim out of range; ValueRuntimeError: start_dim after end_dim.
         """
         if self.ndim == 0:
             return self.reshape(1)
@@ -511,7 +519,7 @@ class TensorMethods:
                 raise IndexError(f"flatten: dim {d} out of range [{-n}, {n - 1}]")
         s, e = start_dim % n, end_dim % n
         if s > e:
-            raise ValueError("flatten: start_dim cannot come after end_dim")
+            raise ValueRuntimeError("flatten: start_dim cannot come after end_dim")
         shape = self.shape[:s] + (int(np.prod(self.shape[s:e + 1])),) + self.shape[e + 1:]
         return self.reshape(shape)
 
@@ -519,10 +527,10 @@ class TensorMethods:
         """Transpose a Tensor of at most 2 axes (``torch.Tensor.t``); 0-d and 1-d unchanged.
 
         Raises:
-            ValueError: for 3 or more axes.
+            ValueRuntimeError: for 3 or more axes.
         """
         if self.ndim > 2:
-            raise ValueError(f"t() expects a Tensor with <= 2 dimensions, but this one is "
+            raise ValueRuntimeError(f"t() expects a Tensor with <= 2 dimensions, but this one is "
                              f"{self.ndim}-D; use transpose or permute")
         return self.transpose()
 
