@@ -27,6 +27,9 @@ import sys
 from pathlib import Path
 
 
+CONNECT_TIMEOUT = 10   # seconds to reach a Dask scheduler (Dask's default: 30)
+
+
 class UsageError(Exception):
     """Bad input, named in one line; ``main`` prints it and exits with status 2."""
 
@@ -154,18 +157,17 @@ def _start_worker(threads):
     blas_threads(threads)
 
 
-def run_all(fn, items, jobs=1, scheduler=None, threads=1):
+def run_all(fn, items, jobs=1, client=None, threads=1):
     """Yield ``fn(item)`` for each of ``items``, in order: here, one after another (``jobs`` 1:
     a ``breakpoint()`` in ``fn`` stops here), in ``jobs`` spawned worker processes of a
     ``concurrent.futures.ProcessPoolExecutor`` (``threads`` BLAS threads each), or on the
-    workers of the Dask cluster whose scheduler is at ``scheduler`` (``distributed``'s
-    executor). Items are submitted as results come back, twice as many as the workers at most,
-    so a Ctrl-C is heard at once at any sweep size; it cancels what is queued and stops the
-    workers. Raises what ``fn`` raises."""
-    if scheduler is None and jobs == 1:
+    workers of a Dask cluster (``client``, from ``connect``; closed at the end). Items are
+    submitted as results come back, twice as many as the workers at most, so a Ctrl-C is heard
+    at once at any sweep size; it cancels what is queued and stops the workers. Raises what
+    ``fn`` raises."""
+    if client is None and jobs == 1:
         yield from map(fn, items)
         return
-    client = _connect(scheduler) if scheduler else None
     pool = client.get_executor() if client else concurrent.futures.ProcessPoolExecutor(
         jobs, multiprocessing.get_context("spawn"), _start_worker, (threads,))
     width = 2 * (sum(client.nthreads().values()) if client else jobs)
@@ -189,7 +191,7 @@ def run_all(fn, items, jobs=1, scheduler=None, threads=1):
             client.close()
 
 
-def _connect(address):
+def connect(address):
     """A ``distributed.Client`` of the scheduler at ``address``; ``UsageError`` without the
     ``cluster`` extra or without a scheduler there."""
     try:
@@ -198,7 +200,7 @@ def _connect(address):
         raise UsageError('--scheduler needs dask\'s distributed: pip install -e ".[cluster]"') \
             from None
     try:
-        return distributed.Client(address, timeout=10)
+        return distributed.Client(address, timeout=CONNECT_TIMEOUT)
     except Exception as e:   # OSError, TimeoutError, ValueError (a bad address), ...
         raise UsageError(f"no Dask scheduler at {address}: {e}") from None
 
@@ -207,14 +209,15 @@ def main(prog, run, argv=None):
     """Run the command ``run(argv) -> status`` and exit with its status: bad input
     (``UsageError``) is one line on stderr and status 2; an ``OSError`` (an output that cannot
     be written) one line naming the file, status 1; Ctrl-C one line, status 130. A closed
-    stdout (``| head``) ends the command quietly, as it ends ``cat``."""
-    if hasattr(signal, "SIGPIPE"):
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    stdout (``| head``) ends the command quietly with status 141, as it ends ``cat``."""
     try:
         status = run(sys.argv[1:] if argv is None else list(argv))
     except KeyboardInterrupt:
         progress(f"{prog}: interrupted")
         status = 130
+    except BrokenPipeError:   # not SIGPIPE's default action: it would kill a worker pool's pipes
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        status = 141
     except UsageError as e:
         progress(f"{prog}: error: {e}")
         status = 2

@@ -35,7 +35,7 @@ def closing(report):
     """Each of the chapter's two lessons quoted, with this run's measurements below it."""
     n, a = len(report.seeds), report.args
     if len(report.study.variants) < 4:   # --variants: the lessons need all four
-        return report.differences() + [""] + report.params()
+        return report.comparison()
     lines = (report.differences() + [""]) if n > 1 else []
     lines += ["Lessons (the chapter's words, quoted; this run's measurement below each):",
               f'- The chapter: "{LESSONS["rms"]}"',

@@ -46,7 +46,7 @@ def closing(report):
     by = mean_stats(report)
     steps = sorted({k[2] for k in by}) or [0]
     sites = list(dict.fromkeys(k[1] for k in by))
-    lines = report.differences() + [""] + report.params() + ["", "Residual stream entering "
+    lines = report.comparison() + ["", "Residual stream entering "
              "each block's attention (pre_attn) and MLP (pre_mlp), on a fixed probe batch",
              "(the chapter's step 4: population variance, 1e-12 guards; kurtosis 3 for a "
              "Gaussian)" + (f"; mean over {len(report.seeds)} seeds:" if len(report.seeds) > 1

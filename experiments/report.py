@@ -187,11 +187,13 @@ class Report:
             lines.append(f"  {v.name:{width}s}" + "".join(cells) + f"  {tail:>22s}")
         return lines
 
-    def closing(self):
-        """The study's closing block (default: differences, parameters, divergence)."""
-        if self.study.closing:
-            return self.study.closing(self)
+    def comparison(self):
+        """The paired differences, the parameters and the divergences."""
         return self.differences() + [""] + self.params() + [""] + self.divergence()
+
+    def closing(self):
+        """The study's closing block (default: ``comparison``)."""
+        return self.study.closing(self) if self.study.closing else self.comparison()
 
     # ------------------------------------------------------------------ the learner's passes
     def wrong_backward(self):

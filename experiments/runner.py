@@ -107,7 +107,8 @@ def parse_args(study, argv):
     p.add_argument("--backward", type=cli.path_arg, metavar="DIR", help="train with your own "
                    "backward passes, the files of python -m experiments.exercise in DIR")
     options.add_model_options(p, varied={k for v in study.variants for k in v.config})
-    args = options.parse(p, argv, {"steps": TINY_STEPS})
+    p.set_defaults(steps=TINY_STEPS)
+    args = options.parse(p, argv)
     if args.variants:
         names = [v.name for v in study.variants]
         unknown = [n for n in args.variants if n not in names]
@@ -220,6 +221,7 @@ def run(study, argv):
     runs = [Run(v, configs[v.name], s, args.steps, args, data,
                 f"{v.name}{f' s{s}' if len(seeds) > 1 else ''}".ljust(12), study.probe)
             for v in study.variants for s in seeds]
+    client = cli.connect(args.scheduler) if args.scheduler else None
     now = datetime.datetime.now(datetime.timezone.utc)
     run_id = f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
     where = f"on the Dask cluster at {args.scheduler}" if args.scheduler else (
@@ -230,8 +232,7 @@ def run(study, argv):
                  f"run {run_id}")
     cli.blas_threads(args.threads)
     entries = []
-    for entry in cli.run_all(train_one, runs, min(args.jobs, len(runs)), args.scheduler,
-                             args.threads):
+    for entry in cli.run_all(train_one, runs, min(args.jobs, len(runs)), client, args.threads):
         entries.append(entry)
         cli.progress(report.run_line(study, entry, len(seeds)))
     rep = report.Report(study, args, data, seeds, entries, run_id)

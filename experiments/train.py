@@ -96,11 +96,12 @@ def parse_args(argv):
 def run(argv=None):
     """Train one model as the options say; returns 0, or 1 when the loss became NaN or inf."""
     args, saved = parse_args(argv)
+    data = options.load_data(args)
+    config = options.model_config(args, data)
     out = cli.output_dir(args.output_dir)
     cli.blas_threads(args.threads)
     make_optimizer, lr_at = options.optimiser(args, args.max_iters)
-    data = options.load_data(args)
-    model = GPT(options.model_config(args, data), seed=args.seed, init=args.init)
+    model = GPT(config, seed=args.seed, init=args.init)
     optimizer = make_optimizer(model)
     rng = np.random.default_rng(args.seed)             # the training batches
     eval_rng = np.random.default_rng([args.seed, 1])   # the estimates' batches

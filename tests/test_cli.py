@@ -1,237 +1,141 @@
-"""experiments.cli: argument types, one-line errors and exit statuses, complete-or-absent files."""
+"""Tests of experiments.cli: argument types, one-line errors and statuses, files written whole,
+the BLAS threads, and the executor (in order, in this process for one job, Ctrl-C stops it)."""
 import argparse
-import contextlib
-import errno
-import io
-import json
 import os
+import subprocess
 import sys
+import time
 
+import numpy as np
 import pytest
 
 from experiments import cli
 
 
 @pytest.mark.parametrize("parse, text, value", [
-    (cli.positive_int, "3", 3), (cli.nonnegative_int, "0", 0), (cli.bounded_int(1, 5), "5", 5),
-    (cli.positive_float, "0.5", 0.5), (cli.nonnegative_float, "0", 0.0)])
+    (cli.positive_int, "3", 3), (cli.nonnegative_int, "0", 0), (cli.positive_float, "1e-3", 1e-3),
+    (cli.nonnegative_float, "0", 0.0), (cli.bounded_int(1, 10), "10", 10)])
 def test_argument_types_accept(parse, text, value):
     assert parse(text) == value
 
 
 @pytest.mark.parametrize("parse, text, words", [
-    (cli.positive_int, "0", ">= 1"), (cli.positive_int, "1.5", "integer"),
-    (cli.positive_int, "1e3", "integer"), (cli.nonnegative_int, "-1", ">= 0"),
-    (cli.bounded_int(1, 5, "steps"), "6", "maximum of 5 steps"),
+    (cli.positive_int, "0", ">= 1"), (cli.positive_int, "2.5", "an integer"),
+    (cli.bounded_int(1, 1000, "seeds"), "1001", "maximum of 1,000 seeds"),
     (cli.positive_float, "0", "> 0"), (cli.positive_float, "nan", "finite"),
-    (cli.nonnegative_float, "x", "number"), (cli.path_arg, "", "empty path")])
+    (cli.nonnegative_float, "-1", ">= 0"), (cli.positive_float, "x", "finite"),
+    (cli.path_arg, "", "empty"), (cli.nonempty, "", "empty")])
 def test_argument_types_name_the_problem(parse, text, words):
     with pytest.raises(argparse.ArgumentTypeError, match=words):
         parse(text)
 
 
-def _run_main(run, argv=()):
+def status(run, argv=()):
     with pytest.raises(SystemExit) as e:
         cli.main("prog", run, list(argv))
     return e.value.code
 
 
-def test_a_bad_argument_is_one_line_and_status_2(capsys):
-    def run(argv):
-        p = cli.ArgumentParser(prog="prog")
-        p.add_argument("--steps", type=cli.positive_int, default=3)
-        p.parse_args(argv)
-        return cli.EXIT_OK
-    assert _run_main(run, ["--steps", "0"]) == cli.EXIT_USAGE
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("prog: error: argument --steps")
-
-
-@pytest.mark.parametrize("exc, status, line", [
-    (cli.UsageError("no such corpus"), 2, "prog: error: no such corpus\n"),
-    (PermissionError(13, "Permission denied", "/out/x"), 2, "prog: error: /out/x: Permission denied\n"),
-    (KeyboardInterrupt(), 130, "prog: interrupted\n")])
-def test_main_turns_an_exception_into_one_line_and_a_status(capsys, exc, status, line):
+def raising(exc):
     def run(argv):
         raise exc
-    assert _run_main(run) == status
-    assert capsys.readouterr().err == line
+    return run
 
 
-def test_main_returns_the_status_of_run(capsys):
-    assert _run_main(lambda argv: cli.EXIT_DIVERGED) == cli.EXIT_DIVERGED
+@pytest.mark.parametrize("exc, code, line", [
+    (cli.UsageError("bad --x"), 2, "prog: error: bad --x"),
+    (KeyboardInterrupt(), 130, "prog: interrupted"),
+    (OSError(28, "No space left on device", "out/results.json"), 1,
+     "prog: error: out/results.json: No space left on device")])
+def test_main_turns_an_exception_into_one_line_and_a_status(exc, code, line, capsys):
+    assert status(raising(exc)) == code
+    out, err = capsys.readouterr()
+    assert out == "" and err == line + "\n"
 
 
-def test_main_sets_the_blas_threads_from_the_option(monkeypatch):
-    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
-    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
-    _run_main(lambda argv: 0)
-    assert os.environ["OPENBLAS_NUM_THREADS"] == "1"
-    _run_main(lambda argv: 0, ["--threads", "2"])
-    assert os.environ["OPENBLAS_NUM_THREADS"] == "2"
+def test_a_parser_error_is_one_line_and_the_status_of_run_is_kept(capsys):
+    p = cli.ArgumentParser(prog="prog")
+    p.add_argument("--n", type=cli.positive_int, default=1, help="n")
+    assert status(lambda argv: p.parse_args(argv).n * 0) == 0
+    assert status(lambda argv: p.parse_args(["--n", "0"]) and 0) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert "(default: 1)" in p.format_help()
 
 
-def test_more_threads_than_cpus_are_refused_in_one_line(monkeypatch, capsys):
-    monkeypatch.setattr(cli, "available_cpus", lambda: 2)
-
-    def run(argv):
-        p = cli.ArgumentParser(prog="prog")
-        cli.add_threads_option(p)
-        return p.parse_args(argv).threads
-    assert _run_main(run, ["--threads", "2"]) == 2   # the value, returned as the status
-    assert _run_main(run, ["--threads", "1000"]) == cli.EXIT_USAGE
-    assert capsys.readouterr().err == ("prog: error: argument --threads: 1000 is more than the "
-                                       "maximum of 2 threads, the CPUs this process may use\n")
-
-
-def test_available_cpus_are_those_of_the_affinity_mask():
-    expected = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    assert cli.available_cpus() == expected
-
-
-def _progress(argv):
-    cli.progress("step 1")
-    return cli.EXIT_OK
-
-
-def _bad_input(argv):
-    raise cli.UsageError("--steps 0")
-
-
-def _interrupted(argv):
-    raise KeyboardInterrupt
-
-
-@pytest.mark.parametrize("run, status", [(_progress, cli.EXIT_USAGE), (_bad_input, cli.EXIT_USAGE),
-                                         (_interrupted, cli.EXIT_INTERRUPTED)])
-def test_stderr_that_cannot_be_written_keeps_the_status_of_what_happened(run, status,
-                                                                         monkeypatch):
-    if not os.path.exists("/dev/full"):
-        pytest.skip("no /dev/full on this system")
-    full = open("/dev/full", "w", buffering=1)   # line-buffered, as sys.stderr
-    monkeypatch.setattr(sys, "stderr", full)
-    assert _run_main(run) == status   # not 1 (a run diverged), and no exception
-    monkeypatch.undo()
-    with contextlib.suppress(OSError):   # the line that could not be written is still buffered
-        full.close()
-
-
-class _ReaderGoesAway(io.StringIO):
-    """stdout whose reader leaves after ``n`` characters (``| head -c n``)."""
-
-    def __init__(self, n):
-        super().__init__()
-        self.n = n
-
-    def write(self, text):
-        if len(self.getvalue()) >= self.n:
-            raise BrokenPipeError(errno.EPIPE, "Broken pipe")
-        return super().write(text)
-
-
-def test_a_closed_pipe_stops_the_command_at_its_next_write_with_cats_status(monkeypatch):
-    written = []
-
-    def run(argv):
-        for i in range(1000):
-            print(i)
-            written.append(i)
-        return cli.EXIT_DIVERGED
-    monkeypatch.setattr(sys, "stdout", _ReaderGoesAway(10))
-    assert _run_main(run) == cli.EXIT_BROKEN_PIPE == 128 + 13   # 128 + SIGPIPE, as cat's
-    assert written == [0, 1, 2, 3, 4]   # "0\n".."4\n" are 10 characters; the 6th print raised
-
-
-def test_a_character_stdout_cannot_encode_is_escaped_not_raised(monkeypatch):
-    raw = io.BytesIO()
-    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(raw, encoding="ascii"))
-    assert _run_main(lambda argv: print("Café ± ReLU²") or cli.EXIT_OK) == 0
-    assert raw.getvalue() == b"Caf\\xe9 \\xb1 ReLU\\xb2\n"
-
-
-def test_write_outputs_writes_in_order_and_removes_nothing_else(tmp_path):
-    (tmp_path / "ln_gelu.npz").write_text("the user's")
-    (tmp_path / "deltas.png").write_text("the user's too")
-    cli.write_outputs(tmp_path / "out", {"a.txt": "text", "b.bin": b"\x00\x01",
-                                         "sub/c.txt": lambda p: open(p, "w").write("c")})
-    cli.write_outputs(tmp_path, {"results.json": "{}"})
-    assert (tmp_path / "out" / "a.txt").read_text() == "text"
-    assert (tmp_path / "out" / "b.bin").read_bytes() == b"\x00\x01"
-    assert (tmp_path / "out" / "sub" / "c.txt").read_text() == "c"
-    assert sorted(os.listdir(tmp_path)) == ["deltas.png", "ln_gelu.npz", "out", "results.json"]
-    assert (tmp_path / "ln_gelu.npz").read_text() == "the user's"
-
-
-def test_a_callable_writes_a_path_that_ends_like_the_name(tmp_path):
+def test_write_outputs_writes_in_order_removes_nothing_else_and_keeps_the_suffix(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
     seen = []
-    cli.write_outputs(tmp_path, {"ln_gelu.npz": lambda p: (seen.append(p), open(p, "w").close())})
-    assert seen[0].endswith("ln_gelu.npz") and not os.path.exists(seen[0])
+    cli.write_outputs(tmp_path, {"a.txt": "é", "sub/b.bin": b"\x00",
+                                 "c.npz": lambda path: (seen.append(str(path)),
+                                                        np.savez(path, x=np.ones(2)))})
+    assert (tmp_path / "a.txt").read_text(encoding="utf-8") == "é"
+    assert (tmp_path / "sub" / "b.bin").read_bytes() == b"\x00"
+    assert seen[0].endswith("c.npz") and np.load(tmp_path / "c.npz")["x"].tolist() == [1, 1]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "c.npz", "notes.txt", "sub"]
 
 
-@pytest.mark.parametrize("exc", [OSError(28, "No space left on device"), KeyboardInterrupt()])
-def test_a_file_cut_short_is_absent_and_leaves_no_temporary(tmp_path, exc):
-    (tmp_path / "b.txt").write_text("old")
-
+@pytest.mark.parametrize("exc", [KeyboardInterrupt, OSError])
+def test_a_file_cut_short_is_absent_and_the_error_names_it(tmp_path, exc):
     def half(path):
-        open(path, "w").write("half")
-        raise exc
-    with pytest.raises(type(exc)):
-        cli.write_outputs(tmp_path, {"a.txt": "a", "b.txt": half, "c.txt": "c"})
-    assert sorted(os.listdir(tmp_path)) == ["a.txt", "b.txt"]
-    assert (tmp_path / "b.txt").read_text() == "old"
+        path.write_text("half")
+        raise exc()
+    with pytest.raises(exc) as e:
+        cli.write_outputs(tmp_path, {"first.txt": "1", "second.txt": half, "third.txt": "3"})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["first.txt"]
+    if exc is OSError:
+        assert e.value.filename == str(tmp_path / "second.txt")
 
 
-def test_a_folder_that_takes_no_file_is_named_not_our_temporary_name(tmp_path, monkeypatch):
-    def refuse(dir, prefix, suffix):
-        raise OSError(errno.ENOENT, "No such file or directory", f"{dir}/{prefix}x1{suffix}")
-    monkeypatch.setattr(cli.tempfile, "mkstemp", refuse)
-    with pytest.raises(cli.UsageError) as ei:
-        cli.write_outputs(tmp_path, {"a.txt": "a"})
-    assert str(ei.value) == f"cannot write in {tmp_path}: No such file or directory"
+def test_an_output_folder_that_cannot_be_made_is_bad_input(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(cli.UsageError, match="output folder"):
+        cli.output_dir(tmp_path / "file" / "out")
 
 
-def test_help_shows_a_default_once():
-    p = cli.ArgumentParser(prog="p")
-    p.add_argument("--corpus", help="a file (default: the built-in corpus)")
-    p.add_argument("--seed", type=int, default=3, help="a seed")
-    text = " ".join(p.format_help().split())
-    assert "a file (default: the built-in corpus) --seed" in text
-    assert "a seed (default: 3)" in text
+def square(x):
+    return x * x, os.getpid()
 
 
-def test_write_json_is_strict_json(tmp_path):
-    cli.write_json(tmp_path / "r.json", {"loss": 1.5})
-    assert json.loads((tmp_path / "r.json").read_text()) == {"loss": 1.5}
-    with pytest.raises(ValueError):
-        cli.write_json(tmp_path / "bad.json", {"loss": float("nan")})
-    assert sorted(os.listdir(tmp_path)) == ["r.json"]
+def test_run_all_runs_in_this_process_for_one_job_and_in_workers_for_more():
+    here = list(cli.run_all(square, range(5)))
+    assert [r for r, _ in here] == [0, 1, 4, 9, 16] and {p for _, p in here} == {os.getpid()}
+    there = list(cli.run_all(square, range(7), jobs=2))
+    assert [r for r, _ in there] == [0, 1, 4, 9, 16, 25, 36]
+    assert os.getpid() not in {p for _, p in there}
 
 
-def test_check_output_dir_rejects_a_file_and_creates_nothing(tmp_path):
-    (tmp_path / "f").write_text("")
-    for path in (tmp_path / "f", tmp_path / "f" / "out"):
-        with pytest.raises(cli.UsageError, match="not a directory"):
-            cli.check_output_dir(path)
-    assert cli.check_output_dir(tmp_path / "new" / "out") == tmp_path / "new" / "out"
-    assert os.listdir(tmp_path) == ["f"]
+def test_the_blas_threads_change_at_run_time():
+    code = ("import numpy, ctypes, re; from experiments import cli; cli.blas_threads(3); "
+            "lib = [p for p in re.findall(r'\\S*openblas\\S*\\.so\\S*', open('/proc/self/maps')"
+            ".read())][0]; l = ctypes.CDLL(lib); f = [getattr(l, n) for n in "
+            "('scipy_openblas_get_num_threads64_', 'openblas_get_num_threads64_', "
+            "'openblas_get_num_threads') if hasattr(l, n)][0]; print(f())")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if r.returncode:
+        pytest.skip(f"no OpenBLAS to ask: {r.stderr.strip().splitlines()[-1]}")
+    assert r.stdout.strip() == "3"
 
 
-def test_a_destination_that_is_not_a_regular_file_is_refused_before_any_write(tmp_path):
-    (tmp_path / "results.json").mkdir()
-    os.mkfifo(tmp_path / "run_log.txt")
-    for name in ("results.json", "run_log.txt"):
-        with pytest.raises(cli.UsageError, match="not a regular file"):
-            cli.write_outputs(tmp_path, {"a.txt": "a", name: "{}"})
-    assert sorted(os.listdir(tmp_path)) == ["results.json", "run_log.txt"]
-
-
-def test_importing_the_commands_changes_nothing():
-    import subprocess
-    import sys
-    code = ("import os, signal, experiments.cli, experiments.four_variants;"
-            "assert signal.getsignal(signal.SIGINT) is signal.default_int_handler;"
-            "assert 'OPENBLAS_NUM_THREADS' not in os.environ; print('ok')")
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert out.stdout == "ok\n", out.stderr
+@pytest.mark.slow
+def test_ctrl_c_stops_a_large_sweep_at_once_and_leaves_no_worker(tmp_path):
+    script = ("import time\nfrom experiments import cli\n"
+              "def nap(i):\n    time.sleep(0.2)\n    return i\n"
+              "if __name__ == '__main__':\n"
+              "    cli.main('prog', lambda argv: sum(cli.run_all(nap, range(100000), jobs=2)))\n")
+    (tmp_path / "sweep.py").write_text(script)
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    p = subprocess.Popen([sys.executable, "sweep.py"], cwd=tmp_path, env=env, text=True,
+                         stderr=subprocess.PIPE, start_new_session=True)
+    time.sleep(3)
+    t0 = time.monotonic()
+    os.killpg(p.pid, 2)   # a Ctrl-C reaches the whole process group, as in a terminal
+    _, err = p.communicate(timeout=30)
+    assert time.monotonic() - t0 < 5
+    assert p.returncode == 130 and err.strip().splitlines() == ["prog: interrupted"]
+    for _ in range(20):   # the workers and the resource tracker are gone (zombies aside)
+        left = subprocess.run(["ps", "-o", "stat=", "-g", str(p.pid)], capture_output=True,
+                              text=True).stdout.split()
+        if all(s.startswith("Z") for s in left):
+            break
+        time.sleep(0.25)
+    assert all(s.startswith("Z") for s in left), left

@@ -5,7 +5,6 @@ one line, status 2, nothing written. The cluster tests skip without distributed 
 ``cluster`` extra).
 """
 import concurrent.futures
-import dataclasses
 import os
 import socket
 import sys
@@ -13,10 +12,10 @@ import threading
 
 import pytest
 
-from experiments import four_variants
-from test_four_variants import TINY, _load, _strip_times, main
+from experiments import cli, four_variants, runner
+from test_four_variants import SMALL, load, main, numbers
 
-ARGS = TINY + ["--seeds", "2", "--no-plots"]
+ARGS = SMALL + ["--seeds", "2"]
 
 
 @pytest.fixture(scope="module")
@@ -36,17 +35,16 @@ def serial(tmp_path_factory):
 
 def _same_numbers(a, b):
     assert (a / "curves.csv").read_bytes() == (b / "curves.csv").read_bytes()
-    assert _strip_times(_load(a)[0])["runs"] == _strip_times(_load(b)[0])["runs"]
+    assert numbers(load(a)[0])["runs"] == numbers(load(b)[0])["runs"]
 
 
 @pytest.mark.slow
 def test_a_cluster_gives_the_numbers_of_jobs_1(cluster, serial, tmp_path, capsys):
     out = tmp_path / "out"
     assert main(ARGS + ["--scheduler", cluster.scheduler_address, "--output-dir", str(out)]) == 0
-    assert f"on the Dask cluster at {cluster.scheduler_address}, 2 at a time" in \
-        capsys.readouterr().err
+    assert f"on the Dask cluster at {cluster.scheduler_address}" in capsys.readouterr().err
     _same_numbers(out, serial)
-    assert _strip_times(_load(out)[0]) == _strip_times(_load(serial)[0])  # results.json
+    assert numbers(load(out)[0]) == numbers(load(serial)[0])  # results.json
     assert (out / "run_log.txt").read_text() == (serial / "run_log.txt").read_text()
 
 
@@ -69,8 +67,8 @@ class DieOnce:
 @pytest.mark.slow
 def test_a_worker_lost_mid_sweep_changes_no_number(cluster, serial, tmp_path):
     first, *others = four_variants.STUDY.variants
-    lossy = dataclasses.replace(four_variants.STUDY, variants=(
-        dataclasses.replace(first, modify=DieOnce(tmp_path / "died")), *others))
+    lossy = runner.Study(**{**vars(four_variants.STUDY), "variants": (
+        runner.Variant(**{**vars(first), "modify": DieOnce(tmp_path / "died")}), *others)})
     out = tmp_path / "out"
     assert main(ARGS + ["--scheduler", cluster.scheduler_address, "--output-dir", str(out)],
                 lossy) == 0
@@ -93,8 +91,8 @@ def test_ctrl_c_on_a_cluster_is_status_130_and_writes_nothing(cluster, tmp_path,
     monkeypatch.setattr(concurrent.futures.Future, "result", interrupted)
     out = tmp_path / "out"
     assert main(ARGS + ["--scheduler", cluster.scheduler_address, "--output-dir", str(out)]) == 130
-    assert capsys.readouterr().err.splitlines()[-1] == f"{four_variants.PROG}: interrupted"
-    assert not out.exists()
+    assert capsys.readouterr().err.splitlines()[-1] == f"{four_variants.STUDY.prog}: interrupted"
+    assert not out.exists() or not any(out.iterdir())
 
 
 def refused(args, tmp_path, capsys):
@@ -102,7 +100,8 @@ def refused(args, tmp_path, capsys):
     exists)."""
     code = main(ARGS + args + ["--output-dir", str(tmp_path / "out")])
     cap = capsys.readouterr()
-    return code, cap.out, cap.err.strip().splitlines(), (tmp_path / "out").exists()
+    out = tmp_path / "out"
+    return code, cap.out, cap.err.strip().splitlines(), out.exists() and any(out.iterdir())
 
 
 def test_without_distributed_scheduler_names_the_extra(tmp_path, capsys, monkeypatch):
@@ -117,7 +116,7 @@ def test_no_scheduler_at_the_address_is_one_line(tmp_path, capsys, monkeypatch):
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    monkeypatch.setattr(four_variants, "CONNECT_TIMEOUT", 0.5)
+    monkeypatch.setattr(cli, "CONNECT_TIMEOUT", 0.5)
     code, out, err, written = refused(["--scheduler", f"tcp://127.0.0.1:{port}"], tmp_path, capsys)
     assert (code, out, len(err), written) == (2, "", 1, False), err
     assert f"no Dask scheduler at tcp://127.0.0.1:{port}: Timed out" in err[0]
@@ -144,4 +143,4 @@ def test_backward_stays_on_this_machine(tmp_path, capsys):
 def test_an_empty_scheduler_address_is_refused(tmp_path, capsys):
     code, out, err, written = refused(["--scheduler", ""], tmp_path, capsys)
     assert (code, out, len(err), written) == (2, "", 1, False), err
-    assert "--scheduler: empty address" in err[0]
+    assert "--scheduler: empty value" in err[0]

@@ -1,4 +1,4 @@
-"""The studies' figures (experiments/_plots.py) as a reader sees them: every point inside the
+"""The studies' figures (experiments/figures.py) as a reader sees them: every point inside the
 axes and clear of the legend, diverged runs drawn in the red the titles name, a row without a
 comparison saying why, a single step drawn, step tick labels under every column.
 
@@ -14,14 +14,14 @@ pytest.importorskip("matplotlib")
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.colors import to_rgba  # noqa: E402
 
-from experiments import _plots, _report, activations, four_variants, positions  # noqa: E402
-from experiments.four_variants import Variant  # noqa: E402
+from experiments import activations, figures, four_variants, positions, report as rp  # noqa: E402
+from experiments.runner import Study, Variant  # noqa: E402
 
 RED, BLUE = to_rgba("tab:red"), to_rgba("tab:blue")
 
 
 def run(name, seed, losses, final=None, diverged_at=None):
-    """A run entry as ``four_variants.train_one`` makes it: ``final`` = (train, val) loss."""
+    """A run entry as ``runner.train_one`` makes it: ``final`` = (train, val) loss."""
     train, val = final if final is not None else (losses[-1], losses[-1] + 0.5)
     steps = len(losses)
     return {"name": name, "seed": seed, "params": 1000, "status": "diverged" if diverged_at
@@ -34,11 +34,12 @@ def run(name, seed, losses, final=None, diverged_at=None):
 
 def report(study, runs, eval_tokens=None, split_tokens=(200, 30)):
     seeds = sorted({e["seed"] for e in runs})
-    plan = SimpleNamespace(study=study, seeds=seeds, vocab_size=48, eval_tokens=eval_tokens,
-                           train_data=np.zeros(split_tokens[0], np.int64),
-                           val_data=np.zeros(split_tokens[1], np.int64),
-                           args=SimpleNamespace(block_size=8, init="gpt2"))
-    return _report.Report(plan, runs)
+    data = SimpleNamespace(tokenizer=SimpleNamespace(vocab_size=48),
+                           train=np.zeros(split_tokens[0], np.int64),
+                           val=np.zeros(split_tokens[1], np.int64))
+    args = SimpleNamespace(block_size=8, init="gpt2", eval_tokens=eval_tokens, backward=None,
+                           steps=max(len(e["loss_curve"]) for e in runs))
+    return rp.Report(study, args, data, seeds, runs, "test")
 
 
 def drawn(fig):
@@ -85,7 +86,7 @@ def test_deltas_keep_every_point_and_interval_inside_the_axes_and_clear_of_the_l
                                                     3.0 + rng.normal(0, 0.5) + 2.0 * (i > 0)))
             for i, v in enumerate(study.variants) for s in range(seeds)]
     rep = report(study, runs)
-    fig = drawn(_plots.deltas(rep))
+    fig = drawn(figures.deltas(rep))
     ax = fig.axes[0]
     box = ax.get_window_extent()
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["val", "train"]
@@ -108,7 +109,7 @@ def test_deltas_say_why_a_variant_has_no_point(seeds):
     study = four_variants.STUDY
     runs = [run(v.name, s, curve(range(3)), diverged_at=3 if i != 2 else None)
             for i, v in enumerate(study.variants) for s in range(seeds)]
-    fig = drawn(_plots.deltas(report(study, runs)))
+    fig = drawn(figures.deltas(report(study, runs)))
     ax = fig.axes[0]
     assert markers(ax) == []
     texts = [t.get_text() for t in ax.texts]
@@ -127,7 +128,7 @@ def test_loss_curves_draw_diverged_runs_red_and_the_others_blue(seeds):
     runs = [run(v.name, s, curve(range(5 if i % 2 == 0 or s else 2)),
                 diverged_at=3 if i % 2 and s == 0 else None)
             for i, v in enumerate(study.variants) for s in range(seeds)]
-    fig = drawn(_plots.loss_curves(report(study, runs)))
+    fig = drawn(figures.loss_curves(report(study, runs)))
     for ax, v in zip(fig.axes, study.variants):
         lines = {tuple(line.get_ydata()): to_rgba(line.get_color()) for line in ax.get_lines()}
         diverged = [e for e in runs if e["name"] == v.name and e["status"] != "ok"]
@@ -145,7 +146,7 @@ def test_loss_curves_draw_diverged_runs_red_and_the_others_blue(seeds):
 def test_one_step_is_drawn_as_a_dot(study):
     runs = [run(v.name, 0, [40.0 + i]) for i, v in enumerate(study.variants)]
     rep = report(study, runs)
-    for fig in (_plots.loss_curves(rep), _plots.grad_norms(rep)):
+    for fig in (figures.loss_curves(rep), figures.grad_norms(rep)):
         drawn(fig)
         single = [line for ax in fig.axes for line in ax.get_lines()
                   if len(line.get_xdata()) == 1]
@@ -163,7 +164,7 @@ def test_one_step_is_drawn_as_a_dot(study):
 def test_the_lowest_panel_of_every_column_has_step_tick_labels(n):
     study = dataclasses.replace(activations.STUDY,
                                 variants=tuple(Variant(f"v{i}") for i in range(n)))
-    fig = drawn(_plots.loss_curves(report(study, [run(f"v{i}", 0, curve(range(30)))
+    fig = drawn(figures.loss_curves(report(study, [run(f"v{i}", 0, curve(range(30)))
                                                   for i in range(n)])))
     visible = [ax for ax in fig.axes if ax.get_visible()]
     assert len(visible) == n
@@ -181,9 +182,9 @@ def test_the_lowest_panel_of_every_column_has_step_tick_labels(n):
 def test_the_val_legend_says_how_many_positions_it_averages():
     study = positions.STUDY
     runs = [run(v.name, 0, curve(range(10))) for v in study.variants]
-    whole = drawn(_plots.loss_curves(report(study, runs)))
+    whole = drawn(figures.loss_curves(report(study, runs)))
     assert "val (all 29 positions), mean" in whole.axes[0].get_legend_handles_labels()[1]
-    part = drawn(_plots.loss_curves(report(study, runs, eval_tokens=20)))
+    part = drawn(figures.loss_curves(report(study, runs, eval_tokens=20)))
     assert "val (16 of 29 positions), mean" in part.axes[0].get_legend_handles_labels()[1]
 
 
@@ -191,7 +192,7 @@ def test_loss_curves_keep_every_val_point_and_the_last_steps_on_the_axis():
     study = activations.STUDY
     runs = [run(v.name, s, [42.0] + curve(range(60), drift=0.1 * i), final=(2.0, 3.0 + i))
             for i, v in enumerate(study.variants) for s in range(2)]
-    fig = drawn(_plots.loss_curves(report(study, runs)))
+    fig = drawn(figures.loss_curves(report(study, runs)))
     lo, hi = fig.axes[0].get_ylim()
     for e in runs:
         assert all(lo < v < hi for _, v in e["val_curve"])
@@ -206,7 +207,7 @@ def test_a_gradient_norm_of_zero_is_drawn_below_the_others_and_said():
     runs = [run(v.name, 0, [42.0, 3.9], diverged_at=3) for v in study.variants]
     runs[0]["grad_norms"] = [9.6, 0.96]
     runs[1]["grad_norms"] = [9.6, 0.0]   # a model that collapsed to the uniform prediction
-    fig = drawn(_plots.grad_norms(report(study, runs)))
+    fig = drawn(figures.grad_norms(report(study, runs)))
     ax = fig.axes[0]
     assert "a norm of 0 is drawn at 0.096" in ax.get_title()   # a decade below 0.96
     assert texts_inside(fig)
@@ -226,7 +227,8 @@ def test_hidden_stats_draw_a_single_recorded_step_and_name_the_runs_that_diverge
         e["extra"] = {"rows": [dict(step=0, site=site, **stats)
                                for site in ("blocks.0.pre_attn", "blocks.0.pre_mlp")]}
         runs.append(e)
-    fig = drawn(hidden_stats.stats_figure(report(study, runs)))
+    rep = report(study, runs)
+    fig = drawn(figures.hidden_stats(rep, hidden_stats.mean_stats(rep)))
     lines = [line for ax in fig.axes for line in ax.get_lines() if len(line.get_xdata()) == 1]
     assert len(lines) == 3 * 2 * 2   # three panels, two variants, two sites
     assert all(line.get_marker() not in ("None", "", " ", None) for line in lines)

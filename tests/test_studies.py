@@ -15,13 +15,13 @@ from gpt import GPT, GPTConfig, load_checkpoint
 from gpt.train import train
 from layers.modules import Identity, LayerNorm, RMSNorm
 
-from experiments import activations, break_it, cli, positions
+from experiments import activations, break_it, cli, positions, runner
 
 
 def main(module, args):
     """The study as ``python -m`` runs it (``cli.main``): its exit status."""
     with pytest.raises(SystemExit) as ei:
-        cli.main(module.STUDY.prog, module.run, args)
+        cli.main(module.STUDY.prog, lambda argv: runner.run(module.STUDY, argv), args)
     return ei.value.code
 
 TINY = ["--steps", "3", "--n-layers", "2", "--d-model", "16", "--n-heads", "2",

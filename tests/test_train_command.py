@@ -5,8 +5,8 @@ import csv
 import numpy as np
 import pytest
 
-from experiments import cli, four_variants, train
-from experiments.four_variants import PRESETS
+from experiments import cli, figures, four_variants, runner, train
+from experiments.options import PRESETS
 
 TINY = ["--n-layers", "1", "--d-model", "16", "--n-heads", "2", "--block-size", "8",
         "--batch-size", "4", "--eval-interval", "3", "--eval-iters", "2", "--no-plots"]
@@ -23,10 +23,7 @@ def main(args):
 
 def parsed(argv):
     """experiments.train's options after the preset, as run() resolves them."""
-    parser = train.build_parser()
-    args = parser.parse_args(argv)
-    four_variants.apply_preset(args, cli.given_options(parser, argv))
-    return args
+    return train.parse_args(argv)[0]
 
 
 # ---------------------------------------------------------------- presets
@@ -39,6 +36,7 @@ def test_the_preset_is_nanogpts_cpu_run():
         (2000, 1e-3, 1e-4, 0.99, 100, 2000)
     assert (a.weight_decay, a.decay_on, a.grad_clip, a.eval_iters, a.eval_interval, a.init) == \
         (0.1, "2d", 1.0, 20, 250, "gpt2")
+    assert a.bias is False and parsed(["--preset", "shakespeare-cpu", "--bias"]).bias is True
 
 
 def test_an_option_given_wins_over_the_preset_even_at_its_default():
@@ -53,18 +51,17 @@ def test_an_option_given_wins_over_the_preset_even_at_its_default():
 def test_the_studies_take_the_same_preset():
     for study in (four_variants.STUDY, __import__("experiments.activations").activations.STUDY,
                   __import__("experiments.positions").positions.STUDY):
-        a = four_variants.parse_args(study, ["--preset", "shakespeare-cpu", "--seeds", "5"])
+        a = runner.parse_args(study, ["--preset", "shakespeare-cpu", "--seeds", "5"])
         assert (a.steps, a.eval_every, a.d_model, a.block_size, a.batch_size, a.lr_decay_iters,
                 a.init, a.decay_on, a.seeds) == (2000, 250, 128, 64, 12, 2000, "gpt2", "2d", 5)
-        assert four_variants.parse_args(study, ["--preset", "shakespeare-cpu", "--steps", "7"]
+        assert runner.parse_args(study, ["--preset", "shakespeare-cpu", "--steps", "7"]
                                         ).steps == 7
-        tiny = four_variants.parse_args(study, ["--preset", "shakespeare-cpu", "--tiny"])
-        assert tiny.steps is None and tiny.tiny and tiny.d_model == 128   # --tiny: 200 steps
+        tiny = runner.parse_args(study, ["--preset", "shakespeare-cpu", "--tiny"])
+        assert tiny.steps == 200 and tiny.d_model == 128
 
 
 def test_every_preset_key_is_an_option_of_a_command():
-    dests = set(vars(train.build_parser().parse_args([]))) | set(vars(
-        four_variants.build_parser(four_variants.STUDY).parse_args([])))
+    dests = set(vars(parsed([]))) | set(vars(runner.parse_args(four_variants.STUDY, [])))
     for preset in PRESETS.values():
         assert set(preset) <= dests
 
@@ -105,7 +102,7 @@ def test_a_run_writes_its_files_and_prints_a_sample(tmp_path, capfd):
                         "--corpus", "pride"]) == 0
     cap = capfd.readouterr()
     names = {"ckpt.npz", "curves.csv", "run_log.txt"} | ({"loss.png"} if
-                                                          four_variants._plots.available() else set())
+                                                          figures.available() else set())
     assert {p.name for p in out.iterdir()} == names
     lines = cap.out.splitlines()
     assert lines[0].startswith("step 0: train loss ") and ", val loss " in lines[0]
