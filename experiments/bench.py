@@ -1,18 +1,13 @@
 """Training-step benchmark: minigrad beside the chapter's PyTorch models and the matrix products.
 
-For each size and variant, in this process and on the same batches: milliseconds per training
-step (forward, backward, clip, AdamW) of ``gpt.GPT`` and, where torch is installed, of the
-chapter's PyTorch ``ModernGPT`` (its ``build.py``) from the same weights; and of the step's
-matrix products alone, in NumPy (the floor) and in PyTorch. Each repeat runs ``--steps`` steps
-of each, in an order alternating between repeats; a ratio is taken within each repeat and given
-as the median [min-max] over the repeats. Peak memory: the high-water mark of a fresh Python
-doing three steps of one model, interpreter and libraries included (Linux).
+For each size and variant, in this process and on the same batches: ms per training step
+(forward, backward, clip, AdamW) of ``gpt.GPT`` and, where torch is installed, of the chapter's
+``ModernGPT`` (its ``build.py``) from the same weights; and of the step's matrix products alone,
+in NumPy (the floor) and in PyTorch. Each repeat runs ``--steps`` steps of each, in alternating
+order; ratios are taken within a repeat, given as median [min-max] over repeats. Peak memory:
+the high-water mark of a fresh Python doing three steps of one model (Linux).
 
     python -m experiments.bench --sizes tiny --repeats 7 --steps 20 --json bench.json
-
-Sizes (d_model, n_layers, T, B; 4 heads, learned positions, float32, the built-in corpus): tiny
-(64, 2, 32, 32: the chapter's), small (128, 4, 64, 32), medium (256, 6, 128, 16), and cpu
-(128, 4, 64, 12: nanoGPT's shakespeare-cpu shape), measured when named.
 """
 import argparse
 import importlib.util
@@ -33,8 +28,10 @@ from minigrad.optim import AdamW, clip_grad_norm_
 from experiments import cli
 
 PROG = "python -m experiments.bench"
+# (d_model, n_layers, T, B), 4 heads, learned positions, float32: tiny is the chapter's, cpu
+# nanoGPT's shakespeare-cpu shape (measured when named)
 SIZES = {"tiny": (64, 2, 32, 32), "small": (128, 4, 64, 32), "medium": (256, 6, 128, 16),
-         "cpu": (128, 4, 64, 12)}   # (d_model, n_layers, T, B)
+         "cpu": (128, 4, 64, 12)}
 VARIANTS = ("ln+gelu", "rms+gelu", "ln+swiglu", "rms+swiglu")
 BUILD_PY = Path("projects", "07_the-details-that-matter", "build.py")
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "torch_seed"
@@ -42,14 +39,13 @@ MEMORY_STEPS = 3
 
 
 def load_reference(folder, threads):
-    """The chapter's build.py imported from ``folder``, torch on ``threads`` threads; None
-    without torch. Its helpers read the corpus SEED_CORPUS names (by default ours)."""
+    """The chapter's build.py from ``folder`` (None without torch), torch on ``threads``."""
     try:
         import torch
     except ImportError:
         return None
     torch.set_num_threads(threads)
-    os.environ.setdefault("SEED_CORPUS", str(BUILTIN_CORPUS_PATH))
+    os.environ.setdefault("SEED_CORPUS", str(BUILTIN_CORPUS_PATH))   # its corpus, required
     spec = importlib.util.spec_from_file_location("chapter_build", Path(folder) / BUILD_PY)
     module = sys.modules["chapter_build"] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -150,9 +146,8 @@ def spread(values):   # median [min-max]
 
 
 def measure(size, variant, args, ref):
-    """A row: each model ("ours", "torch" with ``ref``; a second kind of ``args.data`` adds
-    "ours random", "torch random", from the same weights) and floor timed by phase, interleaved,
-    in ms (median [min-max] over repeats), the ratios within repeats and the first losses."""
+    """A row: ms by phase of each floor and model ("ours", "torch" with ``ref``, and "ours
+    random", "torch random" for a second kind of batches, same weights), ratios, first losses."""
     data, config, B = setup(size, variant)
     rng, total = np.random.default_rng(args.seed), args.warmup + args.repeats * args.steps
     shapes = step_matmuls(config, B)
@@ -198,8 +193,7 @@ def measure(size, variant, args, ref):
 
 def peak_memory(impl, size, variant, args, reference):
     """Peak resident MiB of a fresh Python doing MEMORY_STEPS steps of ``impl`` ("ours" or
-    "torch"), interpreter and libraries included: its own ``VmHWM`` (a child's ``ru_maxrss``
-    would start from this process's high-water mark, inherited across exec)."""
+    "torch"): its own VmHWM (its ``ru_maxrss`` would start from this process's, across exec)."""
     code = (f"from experiments import bench; bench.print_peak_memory"
             f"{(impl, size, variant, args.data[0], args.seed, args.threads, str(reference))!r}")
     return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
