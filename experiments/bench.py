@@ -251,7 +251,8 @@ def run(argv):
                    help="corpus (windows of the built-in corpus), random (random token ids) or both")
     p.add_argument("--repeats", type=cli.positive_int, default=5, metavar="N",
                    help="timed repeats, each of --steps steps of every model and floor")
-    p.add_argument("--steps", type=cli.bounded_int(1, 1_000_000, "steps"), default=10, metavar="N")
+    p.add_argument("--steps", type=cli.bounded_int(1, 1_000_000, "steps"), default=10, metavar="N",
+                   help="timed steps a repeat")
     p.add_argument("--warmup", type=cli.positive_int, default=3, metavar="N", help="untimed steps")
     p.add_argument("--reference", type=cli.path_arg, metavar="DIR",
                    help=f"the folder of the chapter's {BUILD_PY}; None: {REFERENCE}")
