@@ -77,8 +77,8 @@ def parse_args(study, argv):
                         help=f"{TINY_STEPS} steps per run")
     length.add_argument("--full", dest="steps", action="store_const", const=FULL_STEPS,
                         help=f"{FULL_STEPS} steps per run")
-    length.add_argument("--steps", type=cli.bounded_int(1, MAX_STEPS, "steps"), metavar="N",
-                        help="steps per run (default: --tiny's)")
+    p.add_argument("--steps", dest="given_steps", type=cli.bounded_int(1, MAX_STEPS, "steps"),
+                   metavar="N", help="steps per run, over --tiny and --full (default: --tiny's)")
     p.add_argument("--seeds", type=cli.bounded_int(1, MAX_SEEDS, "seeds"), default=1,
                    metavar="N", help="seeds S .. S+N-1, the same for every variant")
     p.add_argument("--variants", type=lambda s: s.split(","), metavar="A,B",
@@ -109,6 +109,7 @@ def parse_args(study, argv):
     options.add_model_options(p, varied={k for v in study.variants for k in v.config})
     p.set_defaults(steps=TINY_STEPS)
     args = options.parse(p, argv)
+    args.steps = args.given_steps or args.steps
     if args.variants:
         names = [v.name for v in study.variants]
         unknown = [n for n in args.variants if n not in names]

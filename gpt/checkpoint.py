@@ -14,7 +14,8 @@ Layout of the archive (``numpy.savez``, uncompressed):
   write the same id into their ``results.json``). Both are optional: checkpoints written
   before they existed, or without a tokenizer, lack them, still load with ``load_checkpoint``,
   and ``load_tokenizer`` says what is missing; ``load_checkpoint(path).run_id`` is None for a
-  checkpoint without a run id.
+  checkpoint without a run id. A config without ``bias`` (written before ``GPTConfig`` had it)
+  loads as ``bias=True``, what every model was then.
 - optionally (``save_checkpoint(..., optimizer=, train_state=)``, what ``experiments.train``
   writes to resume a run): the optimizer's state, as ``Optimizer.state_dict()`` lays it out,
   its arrays keyed ``__optimizer__.state.<i>.<name>`` (``exp_avg``, ``exp_avg_sq`` of parameter

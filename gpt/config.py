@@ -13,7 +13,7 @@ from typing import Any, Dict
 
 import numpy as np
 
-from layers.checks import divides, even_head_dim, positive_int
+from layers.checks import boolean, divides, even_head_dim, positive_int
 
 NORMS = ("ln", "rms", "ln_rms", "none")
 MLPS = ("gelu", "swiglu", "relu2")
@@ -40,10 +40,13 @@ class GPTConfig:
         pos (str): "learned" (position embedding table) or "rope" (rotary, needs an even
             head_dim = d_model // n_heads).
         dtype (str): "float32" or "float64", the dtype of every parameter and activation.
+        bias (bool): nanoGPT's ``bias``, "True: bias in Linears and LayerNorms"; False: none
+            (RMSNorm never has one, nor SwiGLU's projections). A config written before the
+            field existed (a checkpoint's) loads as True.
 
     Raises:
-        TypeError: if an integer field is not an int (bools are rejected) or a choice field
-            is not a str.
+        TypeError: if an integer field is not an int (bools are rejected), a choice field
+            is not a str, or ``bias`` is not a bool.
         ValueError: naming the field, for a non-positive size, ``n_heads`` not dividing
             ``d_model``, an odd head_dim with ``pos="rope"``, or an unknown choice.
     """
@@ -57,6 +60,7 @@ class GPTConfig:
     mlp: str = "gelu"
     pos: str = "learned"
     dtype: str = "float32"
+    bias: bool = True
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "block_size", "n_layers", "n_heads", "d_model"):
@@ -70,6 +74,7 @@ class GPTConfig:
                 raise TypeError(f"GPTConfig.{name} must be a str, one of {choices}, got {v!r}")
             if v not in choices:
                 raise ValueError(f"GPTConfig.{name} must be one of {choices}, got {v!r}")
+        self.bias = boolean(self.bias, "bias", "GPTConfig")
         divides(self.n_heads, self.d_model, "GPTConfig")
         if self.pos == "rope":
             even_head_dim(self.head_dim, "GPTConfig", got=(

@@ -23,25 +23,27 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from minigrad import Module, ModuleList, Tensor
+from minigrad import Module, ModuleList, Tensor, from_pair
 from layers.attention import CausalSelfAttention
 from layers.checks import index_range
-from layers.cross_entropy import cross_entropy
-from layers.embedding import Embedding, embedding
+from layers.cross_entropy import CrossEntropyFunction, cross_entropy_forward
+from layers.embedding import Embedding
 from layers.gelu import MLP
 from layers.layernorm import Identity, LayerNorm
-from layers.linear import linear
+from layers.linear import LinearFunction, linear_forward
 from layers.rmsnorm import RMSNorm
 from layers.swiglu import SwiGLU
 
 from .config import GPTConfig
 
-__all__ = ["Block", "GPT", "INITS"]
+__all__ = ["Block", "GPT", "INITS", "BACKWARDS"]
 
 INITS = ("pytorch", "gpt2")
+BACKWARDS = ("layernorm", "rmsnorm", "gelu", "relu2", "swiglu", "rope", "attention",
+             "cross_entropy", "linear", "embedding")   # the layers whose backward can be replaced
 
 
-def _norm(config: GPTConfig, dt, layer: int = -1):
+def _norm(config: GPTConfig, dt, backward: dict, layer: int = -1):
     """The norm of block ``layer`` (``-1``: the final ``ln_f``) for ``config.norm``."""
     kind = config.norm
     if kind == "none":
@@ -49,8 +51,9 @@ def _norm(config: GPTConfig, dt, layer: int = -1):
     if kind == "ln_rms":  # the chapter's break-it norm_for_layer; ln_f stays LayerNorm
         kind = "rms" if layer >= config.n_layers // 2 else "ln"
     if kind == "ln":
-        return LayerNorm(config.d_model, eps=1e-5, dtype=dt)
-    return RMSNorm(config.d_model, eps=1e-6, dtype=dt)
+        return LayerNorm(config.d_model, eps=1e-5, dtype=dt, bias=config.bias,
+                         backward=backward.get("layernorm"))
+    return RMSNorm(config.d_model, eps=1e-6, dtype=dt, backward=backward.get("rmsnorm"))
 
 
 class Block(Module):
@@ -62,6 +65,8 @@ class Block(Module):
         rng (np.random.Generator): init source; draws happen in the order attn (c_attn weight,
             bias, c_proj weight, bias), then mlp (c_fc weight, bias, c_proj weight, bias; or
             gate_proj, up_proj, down_proj weights). The norms draw nothing.
+        backward (dict | None): ``{name: fn}`` as ``GPT``'s, passed to the norms, the attention
+            and the MLP.
 
     Parameters: ``ln1.*``, ``attn.c_attn.*``, ``attn.c_proj.*``, ``ln2.*``, ``mlp.*``.
     Shapes: x (B, T, C) -> (B, T, C).
@@ -73,18 +78,21 @@ class Block(Module):
             ln2). Used by ``gpt.capture.capture_residual_stream``; the output is unchanged.
     """
 
-    def __init__(self, config: GPTConfig, rng: np.random.Generator, layer: int = 0) -> None:
+    def __init__(self, config: GPTConfig, rng: np.random.Generator, layer: int = 0,
+                 backward=None) -> None:
         super().__init__()
         dt = config.np_dtype
-        self.ln1 = _norm(config, dt, layer)
+        backward = backward or {}
+        self.ln1 = _norm(config, dt, backward, layer)
         self.attn = CausalSelfAttention(config.d_model, config.n_heads,
                                         rope=config.pos == "rope", block_size=config.block_size,
-                                        rng=rng, dtype=dt)
-        self.ln2 = _norm(config, dt, layer)
+                                        rng=rng, dtype=dt, bias=config.bias, backward=backward)
+        self.ln2 = _norm(config, dt, backward, layer)
         if config.mlp == "swiglu":
-            self.mlp = SwiGLU(config.d_model, rng=rng, dtype=dt)
+            self.mlp = SwiGLU(config.d_model, rng=rng, dtype=dt, backward=backward.get("swiglu"))
         else:
-            self.mlp = MLP(config.d_model, activation=config.mlp, rng=rng, dtype=dt)
+            self.mlp = MLP(config.d_model, activation=config.mlp, rng=rng, dtype=dt,
+                           bias=config.bias, backward=backward)
         self.capture = None   # a plain attribute: not a parameter or submodule
 
     def forward(self, x: Tensor) -> Tensor:
@@ -106,6 +114,13 @@ class GPT(Module):
         seed (int): seed of the ``np.random.default_rng`` that initialises the weights.
         init (str): ``"pytorch"`` (the chapter's: PyTorch's defaults) or ``"gpt2"`` (GPT-2's,
             as nanoGPT's ``GPT.__init__``).
+        backward (dict | None): ``{name: fn}`` to train with backward passes of one's own (the
+            exercises): each ``fn`` has the signature of ``layers/<name>.py``'s
+            ``<name>_backward(dout, cache)`` and returns the same gradients, and is used in its
+            place everywhere the model runs that layer. Names: ``BACKWARDS`` ("layernorm",
+            "rmsnorm", "gelu" (the tanh form), "relu2", "swiglu", "rope", "attention" (the core
+            ``attention_backward``), "cross_entropy", "linear", "embedding"). None (default):
+            the layers' own.
 
     Initialisation ``"pytorch"`` (PyTorch's defaults, one Generator, this fixed order):
     ``token_embedding.weight`` ~ N(0, 1); ``position_embedding.weight`` ~ N(0, 1) (only with
@@ -128,18 +143,22 @@ class GPT(Module):
     ``blocks.{i}.attn.c_attn.weight`` (3C, C) / ``bias``, ``blocks.{i}.attn.c_proj.weight``
     (C, C) / ``bias``, ``blocks.{i}.ln2.*``, ``blocks.{i}.mlp.c_fc.*`` and
     ``blocks.{i}.mlp.c_proj.*`` or ``blocks.{i}.mlp.gate_proj/up_proj/down_proj.weight``,
-    ``ln_f.*``. RMSNorm has no bias. There is no separate ``lm_head`` parameter (weight tying).
+    ``ln_f.*``. RMSNorm has no bias; with ``config.bias`` False no Linear and no LayerNorm has
+    one (nanoGPT's ``bias=False``). There is no separate ``lm_head`` parameter (weight tying).
 
     Attributes:
         config (GPTConfig)
         dtype (np.dtype): dtype of every parameter and activation.
+        tied_linear, loss_function: the Functions of the output projection and of the loss
+            (``LinearFunction``, ``CrossEntropyFunction``, or built from ``backward``).
 
     Raises:
         TypeError: if ``config`` is not a GPTConfig (or dict) or ``seed`` is not an int.
-        ValueError: an unknown ``init``.
+        ValueError: an unknown ``init``, or a name of ``backward`` not in ``BACKWARDS``.
     """
 
-    def __init__(self, config: GPTConfig, seed: int = 0, init: str = "pytorch") -> None:
+    def __init__(self, config: GPTConfig, seed: int = 0, init: str = "pytorch",
+                 backward=None) -> None:
         super().__init__()
         if isinstance(config, dict):
             config = GPTConfig.from_dict(config)
@@ -149,15 +168,27 @@ class GPT(Module):
             raise TypeError(f"seed must be an int, got {seed!r}")
         if init not in INITS:
             raise ValueError(f"init must be one of {INITS}, got {init!r}")
+        backward = dict(backward or {})
+        unknown = sorted(set(backward) - set(BACKWARDS))
+        if unknown:
+            raise ValueError(f"backward: unknown layer name(s) {unknown}; the known ones are "
+                             f"{list(BACKWARDS)}")
         self.config = config
         self.dtype = dt = config.np_dtype
         rng = np.random.default_rng(int(seed))
-        self.token_embedding = Embedding(config.vocab_size, config.d_model, rng=rng, dtype=dt)
+        emb = backward.get("embedding")
+        self.token_embedding = Embedding(config.vocab_size, config.d_model, rng=rng, dtype=dt,
+                                         backward=emb)
         if config.pos == "learned":
             self.position_embedding = Embedding(config.block_size, config.d_model, rng=rng,
-                                                dtype=dt)
-        self.blocks = ModuleList([Block(config, rng, i) for i in range(config.n_layers)])
-        self.ln_f = _norm(config, dt)
+                                                dtype=dt, backward=emb)
+        self.blocks = ModuleList([Block(config, rng, i, backward)
+                                  for i in range(config.n_layers)])
+        self.ln_f = _norm(config, dt, backward)
+        lin, ce = backward.get("linear"), backward.get("cross_entropy")
+        self.tied_linear = LinearFunction if lin is None else from_pair(linear_forward, lin)
+        self.loss_function = (CrossEntropyFunction if ce is None
+                              else from_pair(cross_entropy_forward, ce))
         self._positions = np.arange(config.block_size, dtype=np.int64)   # (block_size,)
         if init == "gpt2":
             rng = np.random.default_rng(int(seed))
@@ -205,18 +236,18 @@ class GPT(Module):
         """
         idx = self._check_idx(idx, "idx")
         B, T = idx.shape
-        x = embedding(idx, self.token_embedding.weight)                      # (B, T, C)
+        x = self.token_embedding(idx)                                         # (B, T, C)
         if self.config.pos == "learned":
-            x = x + embedding(self._positions[:T], self.position_embedding.weight)  # (T, C) bcast
+            x = x + self.position_embedding(self._positions[:T])              # (T, C) bcast
         for block in self.blocks:
             x = block(x)                                                      # (B, T, C)
         x = self.ln_f(x)                                                      # (B, T, C)
-        logits = linear(x, self.token_embedding.weight)                       # (B, T, V) tied
+        logits = self.tied_linear.apply(x, self.token_embedding.weight)       # (B, T, V) tied
         if targets is None:
             return logits, None
         targets = self._check_idx(targets, "targets")
         if targets.shape != idx.shape:
             raise ValueError(f"targets shape {targets.shape} differs from idx shape {idx.shape}")
         V = self.config.vocab_size
-        loss = cross_entropy(logits.reshape(B * T, V), targets.reshape(B * T))  # scalar
+        loss = self.loss_function.apply(logits.reshape(B * T, V), targets.reshape(B * T))
         return logits, loss

@@ -46,16 +46,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from minigrad import Function, Module, Tensor
+from minigrad import Module, Tensor, from_pair
 
 from .checks import (boolean, divides, even_head_dim, float_dtype, float_input, generator,
                       packed_qkv, positive_int, positive_number, qkv_shapes, same_dtype, sequence_input)
 from .linear import Linear
-from .rope import apply_rope, build_rope_cache
+from .rope import RoPEFunction, build_rope_cache, rope_forward
 
 __all__ = ["scaled_dot_product_attention", "attention_forward", "attention_backward",
-           "AttentionFunction", "multi_head_attention", "MultiHeadAttentionFunction",
-           "CausalSelfAttention"]
+           "AttentionFunction", "multi_head_attention", "multi_head_attention_forward",
+           "multi_head_attention_backward", "MultiHeadAttentionFunction", "CausalSelfAttention"]
 
 
 def _future_mask(tq, tk):
@@ -84,43 +84,27 @@ def attention_forward(q, k, v, is_causal=False, scale=None):
     return out, (q, k, v, P, scale)
 
 
-def attention_backward(dout, cache, needs=(True, True, True)):
+def attention_backward(dout, cache):
     """Gradients of ``attention_forward`` for q, k and v.
 
     Args:
         dout (np.ndarray): (..., Tq, hv).
         cache: (q, k, v, P, scale) from ``attention_forward``.
-        needs (tuple[bool, bool, bool]): which of dq, dk, dv to compute (None otherwise).
 
     Returns:
-        (dq, dk, dv): each with its input's shape and dtype, or None when not needed.
+        (dq, dk, dv): each with its input's shape and dtype.
     """
     q, k, v, P, scale = cache
-    dv = np.swapaxes(P, -1, -2) @ dout if needs[2] else None   # dv = P^T dout   (B, H, Tk, hv)
-    if not (needs[0] or needs[1]):
-        return None, None, dv
+    dv = np.swapaxes(P, -1, -2) @ dout                         # dv = P^T dout   (B, H, Tk, hv)
     dP = dout @ np.swapaxes(v, -1, -2)                         # (B, H, Tq, Tk)
     dS = P * dP - P * np.sum(P * dP, axis=-1, keepdims=True)   # softmax JVP (as in softmax.py)
     dS = dS * scale                                   # the 1/sqrt(hs) of S, once for dq and dk
-    dq = dS @ k if needs[0] else None                 # dq = dS k / sqrt(hs)      (B, H, Tq, hs)
-    dk = np.swapaxes(dS, -1, -2) @ q if needs[1] else None  # dk = dS^T q / sqrt(hs) (B, H, Tk, hs)
+    dq = dS @ k                                       # dq = dS k / sqrt(hs)      (B, H, Tq, hs)
+    dk = np.swapaxes(dS, -1, -2) @ q                  # dk = dS^T q / sqrt(hs)    (B, H, Tk, hs)
     return dq, dk, dv
 
 
-class AttentionFunction(Function):
-    """``minigrad.Function`` adapter for ``attention_forward`` / ``attention_backward``."""
-
-    @staticmethod
-    def forward(ctx, q, k, v, is_causal=False, scale=None):
-        out, (q, k, v, P, scale) = attention_forward(q, k, v, is_causal, scale)
-        ctx.save_for_backward(q, k, v, P)
-        ctx.scale = scale
-        return out
-
-    @staticmethod
-    def backward(ctx, dout):
-        q, k, v, P = ctx.saved_tensors
-        return attention_backward(dout, (q, k, v, P, ctx.scale), ctx.needs_input_grad)
+AttentionFunction = from_pair(attention_forward, attention_backward, "AttentionFunction")
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
@@ -169,36 +153,38 @@ def _heads(a, n_heads, parts):
     return a.reshape(B, T, parts, n_heads, W // (parts * n_heads)).transpose(2, 0, 3, 1, 4)
 
 
-class MultiHeadAttentionFunction(Function):
-    """One node: split the packed (B, T, 3C) projection into heads, attend, merge the heads.
+def multi_head_attention_forward(qkv, n_heads=1, is_causal=False):
+    """Split the packed (B, T, 3C) projection into heads, attend, merge the heads.
 
-    Forward: q, k, v are views of the input (``_heads``), ``attention_forward`` runs on them, and
-    its (B, H, T, hs) output is laid out as (B, T, C). Backward: dy viewed as (B, H, T, hs),
-    ``attention_backward``, and dq, dk, dv written into one (B, T, 3C) gradient (the
-    concatenation that undoes the split).
+    q, k, v are views of qkv (``_heads``), ``attention_forward`` runs on them, and its
+    (B, H, T, hs) output is laid out as (B, T, C), the heads side by side.
+
+    Returns:
+        (y, cache): y (B, T, C) of qkv's dtype; cache = (q, k, v, P, scale, n_heads), the cache
+        of ``attention_forward`` and the number of heads.
     """
+    B, T, _ = qkv.shape
+    q, k, v = _heads(qkv, n_heads, 3)                   # (B, H, T, hs) views each
+    y, cache = attention_forward(q, k, v, is_causal)
+    return y.transpose(0, 2, 1, 3).reshape(B, T, -1), (*cache, n_heads)   # (B, T, C)
 
-    @staticmethod
-    def forward(ctx, qkv, n_heads=1, is_causal=False):
-        """Forward on the (B, T, 3C) array; saves q, k, v (views) and P."""
-        B, T, _ = qkv.shape
-        q, k, v = _heads(qkv, n_heads, 3)                   # (B, H, T, hs) views each
-        y, (q, k, v, P, scale) = attention_forward(q, k, v, is_causal)
-        ctx.save_for_backward(q, k, v, P)
-        ctx.scale, ctx.n_heads = scale, n_heads
-        return y.transpose(0, 2, 1, 3).reshape(B, T, -1)   # (B, T, C): heads side by side
 
-    @staticmethod
-    def backward(ctx, dy):
-        """The (B, T, 3C) gradient: dq, dk, dv in the slots q, k, v were taken from."""
-        q, k, v, P = ctx.saved_tensors
-        B, T, C = dy.shape
-        dout = _heads(dy, ctx.n_heads, 1)[0]                # (B, H, T, hs) view of dy
-        dq, dk, dv = attention_backward(dout, (q, k, v, P, ctx.scale))
-        dqkv = np.empty((B, T, 3 * C), dtype=dy.dtype)
-        slots = _heads(dqkv, ctx.n_heads, 3)                # (3, B, H, T, hs) view of dqkv
-        slots[0], slots[1], slots[2] = dq, dk, dv           # backward of a split: concatenate
-        return dqkv
+def multi_head_attention_backward(dy, cache, attention_backward=attention_backward):
+    """The (B, T, 3C) gradient of ``multi_head_attention_forward``: dy viewed as (B, H, T, hs),
+    ``attention_backward(dout, (q, k, v, P, scale))`` (or the function given in its place),
+    and dq, dk, dv written into the slots q, k, v were taken from."""
+    B, T, C = dy.shape
+    n_heads = cache[-1]
+    dout = _heads(dy, n_heads, 1)[0]                    # (B, H, T, hs) view of dy
+    dq, dk, dv = attention_backward(dout, cache[:-1])
+    dqkv = np.empty((B, T, 3 * C), dtype=dy.dtype)
+    slots = _heads(dqkv, n_heads, 3)                    # (3, B, H, T, hs) view of dqkv
+    slots[0], slots[1], slots[2] = dq, dk, dv           # backward of a split: concatenate
+    return dqkv
+
+
+MultiHeadAttentionFunction = from_pair(multi_head_attention_forward, multi_head_attention_backward,
+                                       "MultiHeadAttentionFunction")
 
 
 def multi_head_attention(qkv, n_heads, is_causal=False):
@@ -241,11 +227,10 @@ class CausalSelfAttention(Module):
 
     ``c_attn`` projects x to q, k, v at once; heads attend with
     ``softmax(q k^T / sqrt(hs) + causal mask) v`` (without RoPE the split into heads, the
-    attention and the merge are one node, ``multi_head_attention``; with
-    RoPE the split is separate nodes and the attention one,
-    ``scaled_dot_product_attention``); ``c_proj`` mixes the heads. With
-    ``rope=True`` queries and keys are rotated by RoPE (Su et al. 2021, interleaved pairs, the
-    chapter's step 8) from a cos/sin table of ``block_size`` positions built once.
+    attention and the merge are one node, ``MultiHeadAttentionFunction``; with RoPE the split
+    is separate nodes and the attention one, ``AttentionFunction``); ``c_proj`` mixes the
+    heads. With ``rope=True`` queries and keys are rotated by RoPE (Su et al. 2021, interleaved
+    pairs, the chapter's step 8) from a cos/sin table of ``block_size`` positions built once.
 
     Args:
         d_model (int): width C.
@@ -254,6 +239,11 @@ class CausalSelfAttention(Module):
         block_size (int): longest sequence the RoPE table covers (default 1024; unused
             without RoPE).
         rng, dtype: as ``Linear``.
+        bias (bool): keyword-only; whether ``c_attn`` and ``c_proj`` have a bias (default True).
+        backward (dict | None): keyword-only; ``{name: fn}``, a function of the signature of
+            ``<name>_backward(dout, cache)`` to use in place of the layer's own, for the names
+            "attention" (``attention_backward``; without RoPE it replaces the call inside
+            ``multi_head_attention_backward``), "rope" and "linear"; other names are ignored.
 
     Parameters: ``c_attn.weight`` (3C, C), ``c_attn.bias`` (3C,), ``c_proj.weight`` (C, C),
     ``c_proj.bias`` (C,), drawn in that order.
@@ -261,11 +251,11 @@ class CausalSelfAttention(Module):
 
     Raises:
         ValueError: if n_heads does not divide d_model, head_dim is odd with rope, or (in
-            forward) T exceeds block_size with rope or x is not 3-D.
+            forward) T exceeds block_size with rope.
     """
 
     def __init__(self, d_model: int, n_heads: int, rope: bool = False, block_size: int = 1024,
-                 rng=None, dtype=np.float32) -> None:
+                 rng=None, dtype=np.float32, *, bias: bool = True, backward=None) -> None:
         super().__init__()
         d_model = positive_int(d_model, "d_model", "CausalSelfAttention")
         n_heads = positive_int(n_heads, "n_heads", "CausalSelfAttention")
@@ -277,21 +267,31 @@ class CausalSelfAttention(Module):
             even_head_dim(self.head_dim, "CausalSelfAttention")
         rng = generator(rng)
         dt = float_dtype(dtype, "CausalSelfAttention")
-        self.c_attn = Linear(d_model, 3 * d_model, rng=rng, dtype=dt)
-        self.c_proj = Linear(d_model, d_model, rng=rng, dtype=dt)
+        backward = backward or {}
+        linear, attn = backward.get("linear"), backward.get("attention")
+        self.c_attn = Linear(d_model, 3 * d_model, bias=bias, rng=rng, dtype=dt, backward=linear)
+        self.c_proj = Linear(d_model, d_model, bias=bias, rng=rng, dtype=dt, backward=linear)
         if self.rope:
             # constants, not Parameters: (1, 1, block_size, hs) each
             self.rope_cos, self.rope_sin = build_rope_cache(self.block_size, self.head_dim,
                                                             dtype=dt)
+            rot = backward.get("rope")
+            self.rope_function = RoPEFunction if rot is None else from_pair(rope_forward, rot)
+            self.function = (AttentionFunction if attn is None
+                             else from_pair(attention_forward, attn))
+        elif attn is None:
+            self.function = MultiHeadAttentionFunction
+        else:  # attn in place of the attention_backward that multi_head_attention_backward calls
+            self.function = from_pair(
+                multi_head_attention_forward,
+                lambda dy, cache: multi_head_attention_backward(dy, cache, attn), attn.__name__)
 
     def forward(self, x: Tensor) -> Tensor:
-        if x.ndim != 3:
-            raise ValueError(f"CausalSelfAttention expects x of shape (B, T, C), got {x.shape}")
         B, T, C = x.shape
         H, hs = self.n_heads, self.head_dim
         qkv = self.c_attn(x)                                   # (B, T, 3C)
-        if not self.rope:  # split, attention and merge in one node (layers/attention.py)
-            return self.c_proj(multi_head_attention(qkv, H, is_causal=True))
+        if not self.rope:  # split, attention and merge in one node
+            return self.c_proj(self.function.apply(qkv, n_heads=H, is_causal=True))
         # RoPE rotates q and k between the split and the attention: separate nodes
         qkv = qkv.reshape(B, T, 3, H, hs)                      # (B, T, 3, H, hs)
         qkv = qkv.transpose(2, 0, 3, 1, 4)                     # (3, B, H, T, hs)
@@ -299,10 +299,10 @@ class CausalSelfAttention(Module):
         if T > self.block_size:
             raise ValueError(f"sequence length {T} exceeds the RoPE table's "
                              f"block_size {self.block_size}")
-        cos = self.rope_cos[:, :, :T]                      # (1, 1, T, hs)
+        cos = self.rope_cos[:, :, :T]                          # (1, 1, T, hs)
         sin = self.rope_sin[:, :, :T]
-        q = apply_rope(q, cos, sin)
-        k = apply_rope(k, cos, sin)
-        y = scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, hs)
+        q = self.rope_function.apply(q, cos, sin)
+        k = self.rope_function.apply(k, cos, sin)
+        y = self.function.apply(q, k, v, is_causal=True)       # (B, H, T, hs)
         y = y.transpose(0, 2, 1, 3).reshape(B, T, C)           # (B, T, C)
         return self.c_proj(y)

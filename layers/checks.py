@@ -1,10 +1,11 @@
-"""Input checks shared by the public wrappers of ``layers`` and by ``gpt`` (sizes, heads that
-split the width, token ids in range, an even RoPE head size: one wording, one exception type).
+"""Input checks shared by the public wrappers of ``layers``, the Modules' constructors and
+``gpt`` (sizes, heads that split the width, token ids in range, an even RoPE head size: one
+wording, one exception type).
 
 A wrapper such as ``layers.rmsnorm.rms_norm`` makes one call here per check; the NumPy maths
-(``*_forward`` / ``*_backward``) never does. Every check raises at the boundary, with a message
-that starts with the calling function's name ``fn`` and names the argument ``name``, and
-returns what the caller uses next.
+(``*_forward`` / ``*_backward``), the Functions and the Modules' ``forward`` never do. Every
+check raises at the boundary, with a message that starts with the calling function's name
+``fn`` and names the argument ``name``, and returns what the caller uses next.
 
 Inputs ``t`` are Tensors (differentiable) or array-likes (constants). Checks of an input return
 ``(operand, array)``: the operand goes on to ``Function.apply`` (``t`` itself when it is a
@@ -176,16 +177,6 @@ def shape_is(a: np.ndarray, expected: Tuple[Any, ...], name: str, fn: str,
     if not ok:
         shown = ", ".join(str(e) for e in expected) + ("," if len(expected) == 1 else "")
         raise ValueError(f"{fn}: {name} has shape {a.shape}, expected ({shown}){note}")
-
-
-def non_empty(a: np.ndarray, name: str, fn: str) -> None:
-    """Check that the array has at least one element.
-
-    Raises:
-        ValueError: if ``a.size == 0``.
-    """
-    if a.size == 0:
-        raise ValueError(f"{fn}: {name} is empty (shape {a.shape})")
 
 
 def index_range(a: np.ndarray, n: int, name: str, fn: str, what: str = "index",

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from minigrad import Function
+from minigrad import from_pair
 
 from .checks import (choice, float_input, index_range, int_input, integer, last_dim, shape_is,
                      unit_interval)
@@ -120,24 +120,8 @@ def cross_entropy_backward(dloss, cache):
     return dlogits.reshape(shape)                      # (N, V) -> (..., V)
 
 
-class CrossEntropyFunction(Function):
-    """``minigrad.Function`` adapter; ``targets`` is a constant (no gradient)."""
-
-    @staticmethod
-    def forward(ctx, logits, targets, reduction="mean", ignore_index=-100, label_smoothing=0.0):
-        """Forward on arrays; saves probs, targets and the valid mask, keeps the options."""
-        loss, cache = cross_entropy_forward(logits, targets, reduction, ignore_index,
-                                            label_smoothing)
-        probs, t, valid, *rest = cache
-        ctx.save_for_backward(probs, t, valid)
-        ctx.rest = rest
-        return loss
-
-    @staticmethod
-    def backward(ctx, dloss):
-        """Gradient for logits; None for the constant targets."""
-        probs, t, valid = ctx.saved_tensors
-        return cross_entropy_backward(dloss, (probs, t, valid, *ctx.rest)), None
+CrossEntropyFunction = from_pair(cross_entropy_forward, cross_entropy_backward,
+                                 "CrossEntropyFunction")   # targets: a constant
 
 
 def cross_entropy(input, target, weight=None, *, ignore_index: int = -100,

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from minigrad import Function, Module, Parameter, Tensor
+from minigrad import Module, Parameter, Tensor, from_pair
 
 from .checks import float_dtype, generator, index_range, int_input, matrix_input, positive_int
 
@@ -71,22 +71,8 @@ def embedding_backward(dout, cache):
     return dweight
 
 
-class EmbeddingFunction(Function):
-    """``minigrad.Function`` adapter; ``idx`` is a constant (no gradient)."""
-
-    @staticmethod
-    def forward(ctx, weight, idx):
-        """Forward on arrays; saves the flattened indices, keeps the weight's shape and dtype."""
-        out, (flat, shape, dtype) = embedding_forward(weight, idx)
-        ctx.save_for_backward(flat)
-        ctx.wshape, ctx.wdtype = shape, dtype
-        return out
-
-    @staticmethod
-    def backward(ctx, dout):
-        """Gradient for weight; None for the constant idx."""
-        (flat,) = ctx.saved_tensors
-        return embedding_backward(dout, (flat, ctx.wshape, ctx.wdtype)), None
+EmbeddingFunction = from_pair(embedding_forward, embedding_backward,
+                              "EmbeddingFunction")   # apply(weight, idx); idx: a constant
 
 
 def embedding(idx, weight):
@@ -120,14 +106,16 @@ class Embedding(Module):
         embedding_dim (int): width C of a row.
         rng (np.random.Generator | None): source of the init.
         dtype: parameter dtype, default float32.
+        backward: keyword-only; None for ``embedding_backward``, or a function of the same
+            signature ``(dout, cache) -> dweight`` to use in its place.
 
     Parameters: ``weight`` (num_embeddings, embedding_dim) ~ N(0, 1).
-    Shapes: idx integer (...) -> (..., embedding_dim). Out-of-range indices raise in
-    ``embedding``.
+    Shapes: idx integer (...) -> (..., embedding_dim). idx is not checked (``embedding``
+    checks it): it must hold integers in [0, num_embeddings).
     """
 
     def __init__(self, num_embeddings: int, embedding_dim: int, rng=None,
-                 dtype=np.float32) -> None:
+                 dtype=np.float32, *, backward=None) -> None:
         super().__init__()
         self.num_embeddings = positive_int(num_embeddings, "num_embeddings", "Embedding")
         self.embedding_dim = positive_int(embedding_dim, "embedding_dim", "Embedding")
@@ -135,6 +123,8 @@ class Embedding(Module):
         dt = float_dtype(dtype, "Embedding")
         self.weight = Parameter(
             rng.standard_normal((self.num_embeddings, self.embedding_dim)).astype(dt))
+        self.function = (EmbeddingFunction if backward is None
+                         else from_pair(embedding_forward, backward))
 
     def forward(self, idx) -> Tensor:
-        return embedding(idx, self.weight)
+        return self.function.apply(self.weight, idx)

@@ -42,12 +42,12 @@ import math
 
 import numpy as np
 
-from minigrad import Function, Module, Tensor
+from minigrad import Module, Tensor, from_pair
 
 from .checks import float_input, generator, positive_int
 from ._erf import erfc
 from .linear import Linear
-from .relu2 import relu2
+from .relu2 import ReLU2Function, relu2_forward
 
 __all__ = ["gelu_forward", "gelu_backward", "GELUFunction", "gelu_erf_forward",
            "gelu_erf_backward", "GELUErfFunction", "gelu", "MLP"]
@@ -80,18 +80,7 @@ def gelu_backward(dout: np.ndarray, cache):
     return dout * (0.5 * (term1 + term2))
 
 
-class GELUFunction(Function):
-    """One autograd node for GELU (tanh approximation), ``apply(x)``: the pair above."""
-
-    @staticmethod
-    def forward(ctx, x):
-        out, cache = gelu_forward(x)
-        ctx.save_for_backward(*cache)
-        return out
-
-    @staticmethod
-    def backward(ctx, dout):
-        return gelu_backward(dout, ctx.saved_tensors)
+GELUFunction = from_pair(gelu_forward, gelu_backward, "GELUFunction")
 
 
 def gelu_erf_forward(x: np.ndarray):
@@ -111,18 +100,7 @@ def gelu_erf_backward(dout: np.ndarray, cache):
                    + x * pdf)                       # term 2: x phi(x)
 
 
-class GELUErfFunction(Function):
-    """One autograd node for exact GELU, ``apply(x)``: the pair above."""
-
-    @staticmethod
-    def forward(ctx, x):
-        out, cache = gelu_erf_forward(x)
-        ctx.save_for_backward(*cache)
-        return out
-
-    @staticmethod
-    def backward(ctx, dout):
-        return gelu_erf_backward(dout, ctx.saved_tensors)
+GELUErfFunction = from_pair(gelu_erf_forward, gelu_erf_backward, "GELUErfFunction")
 
 
 def gelu(x, approximate: str = "none") -> Tensor:
@@ -151,14 +129,18 @@ def gelu(x, approximate: str = "none") -> Tensor:
 
 
 class MLP(Module):
-    """Feed-forward block ``c_proj(act(c_fc(x)))``, d -> 4d -> d with biases (GPT-2's MLP; the
-    chapter's ``MLP``).
+    """Feed-forward block ``c_proj(act(c_fc(x)))``, d -> 4d -> d (GPT-2's MLP; the chapter's
+    ``MLP``).
 
     Args:
         d (int): model width C.
         activation (str): "gelu" (tanh approximation, GPT-2 / the chapter) or "relu2"
             (relu(x)^2, So et al. 2021 "Primer").
         rng, dtype: as ``Linear``.
+        bias (bool): keyword-only; whether the two Linears have a bias (default True).
+        backward (dict | None): keyword-only; ``{name: fn}``, a function of the signature of
+            ``<name>_backward(dout, cache)`` to use in place of the layer's own, for the names
+            "linear" and ``activation``; other names are ignored.
 
     Parameters: ``c_fc.weight`` (4C, C), ``c_fc.bias`` (4C,), ``c_proj.weight`` (C, 4C),
     ``c_proj.bias`` (C,), drawn in that order.
@@ -168,17 +150,24 @@ class MLP(Module):
         ValueError: on an unknown activation.
     """
 
-    def __init__(self, d: int, activation: str = "gelu", rng=None, dtype=np.float32) -> None:
+    def __init__(self, d: int, activation: str = "gelu", rng=None, dtype=np.float32, *,
+                 bias: bool = True, backward=None) -> None:
         super().__init__()
         d = positive_int(d, "d", "MLP")
         if activation not in ("gelu", "relu2"):
             raise ValueError(f"MLP activation must be 'gelu' or 'relu2', got {activation!r}")
         rng = generator(rng)
+        backward = backward or {}
         self.activation = activation
-        self.c_fc = Linear(d, 4 * d, rng=rng, dtype=dtype)
-        self.c_proj = Linear(4 * d, d, rng=rng, dtype=dtype)
+        linear = backward.get("linear")
+        self.c_fc = Linear(d, 4 * d, bias=bias, rng=rng, dtype=dtype, backward=linear)
+        self.c_proj = Linear(4 * d, d, bias=bias, rng=rng, dtype=dtype, backward=linear)
+        act = backward.get(activation)
+        if activation == "gelu":
+            self.function = GELUFunction if act is None else from_pair(gelu_forward, act)
+        else:
+            self.function = ReLU2Function if act is None else from_pair(relu2_forward, act)
 
     def forward(self, x: Tensor) -> Tensor:
-        h = self.c_fc(x)                                              # (..., 4C)
-        h = gelu(h, approximate="tanh") if self.activation == "gelu" else relu2(h)
+        h = self.function.apply(self.c_fc(x))                         # (..., 4C)
         return self.c_proj(h)                                         # (..., C)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from minigrad import Function, Module, Parameter, Tensor
+from minigrad import Module, Parameter, Tensor, from_pair
 
 from .checks import (check_eps, flat_param, float_dtype, float_input, norm_param, normalized_axes,
                      sizes)
@@ -66,18 +66,7 @@ def layernorm_backward(dout: np.ndarray, cache):
     return dx, dweight, dbias
 
 
-class LayerNormFunction(Function):
-    """One autograd node for LayerNorm, ``apply(x, weight, bias, eps=...)``: the pair above."""
-
-    @staticmethod
-    def forward(ctx, x, weight, bias, eps=1e-5):
-        out, cache = layernorm_forward(x, weight, bias, eps)
-        ctx.save_for_backward(*cache)
-        return out
-
-    @staticmethod
-    def backward(ctx, dout):
-        return layernorm_backward(dout, ctx.saved_tensors)
+LayerNormFunction = from_pair(layernorm_forward, layernorm_backward, "LayerNormFunction")
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
@@ -126,23 +115,37 @@ class LayerNorm(Module):
         eps (float): added to the variance, default 1e-5 (PyTorch's).
         rng: unused (no random init); accepted for a uniform constructor signature.
         dtype: parameter dtype, default float32.
+        bias (bool): keyword-only; False: no bias (``bias`` is None, the shift is 0), as
+            ``torch.nn.LayerNorm(..., bias=False)`` (PyTorch >= 2.1).
+        backward: keyword-only; None for ``layernorm_backward``, or a function of the same
+            signature ``(dout, cache) -> (dx, dweight, dbias)`` to use in its place.
 
-    Shapes: x (..., *normalized_shape) -> the same shape.
+    Shapes: x (..., *normalized_shape) -> the same shape. x is not checked (``layer_norm``
+    checks its inputs): it must have the parameters' dtype and trailing shape.
 
     Raises:
         TypeError: a non-integer size or a non-floating dtype.
         ValueError: a size <= 0 or an eps that is not a finite number >= 0 (at construction).
     """
 
-    def __init__(self, normalized_shape, eps: float = 1e-5, rng=None, dtype=np.float32) -> None:
+    def __init__(self, normalized_shape, eps: float = 1e-5, rng=None, dtype=np.float32, *,
+                 bias: bool = True, backward=None) -> None:
         super().__init__()
         self.normalized_shape = sizes(normalized_shape, "LayerNorm")
         self.eps = check_eps(eps, "LayerNorm")
         self.weight = Parameter(np.ones(self.normalized_shape, dtype=float_dtype(dtype, "LayerNorm")))
-        self.bias = Parameter(np.zeros_like(self.weight.data))
+        self.bias = Parameter(np.zeros_like(self.weight.data)) if bias else None
+        self.function = (LayerNormFunction if backward is None
+                         else from_pair(layernorm_forward, backward))
 
     def forward(self, x: Tensor) -> Tensor:
-        return layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+        bias = np.zeros_like(self.weight.data) if self.bias is None else self.bias
+        k = len(self.normalized_shape)
+        if k == 1:
+            return self.function.apply(x, self.weight, bias, eps=self.eps)
+        flat = x.reshape(x.shape[:-k] + (-1,))   # the normalized axes as one, then back
+        return self.function.apply(flat, self.weight.reshape(-1), bias.reshape(-1),
+                                   eps=self.eps).reshape(x.shape)
 
 
 class Identity(Module):

@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from minigrad import Function, Module, Parameter, Tensor
+from minigrad import Module, Parameter, Tensor, from_pair
 
 from .checks import (float_dtype, float_input, generator, last_dim, matrix_input, positive_int,
                       same_dtype, shape_is)
@@ -50,45 +50,26 @@ def linear_forward(x, weight, bias=None):
     return out.reshape(x.shape[:-1] + (weight.shape[0],)), (x, weight, bias is not None)  # (..., O)
 
 
-def linear_backward(dout, cache, needs=(True, True, True)):
+def linear_backward(dout, cache):
     """Gradients of ``linear_forward``.
 
     Args:
         dout (np.ndarray): (..., O).
         cache: (x, weight, has_bias) from ``linear_forward``.
-        needs: which of dx, dW, db to compute.
 
     Returns:
-        (dx, dW, db): shapes (..., C), (O, C), (O,); db is None without a bias; entries not in
-        ``needs`` are None.
+        (dx, dW, db): shapes (..., C), (O, C), (O,); db is None without a bias.
     """
     x, weight, has_bias = cache
     O, C = weight.shape
-    d2 = dout.reshape(-1, O)                                    # (N, O)
-    dx = (d2 @ weight).reshape(x.shape) if needs[0] else None   # dx = dout W       (..., C)
-    dW = d2.T @ x.reshape(-1, C) if needs[1] else None          # dW = dout^T x     (O, C)
-    db = d2.sum(axis=0) if has_bias and needs[2] else None      # db = sum_n dout_n (O,)
+    d2 = dout.reshape(-1, O)                        # (N, O)
+    dx = (d2 @ weight).reshape(x.shape)             # dx = dout W       (..., C)
+    dW = d2.T @ x.reshape(-1, C)                    # dW = dout^T x     (O, C)
+    db = d2.sum(axis=0) if has_bias else None       # db = sum_n dout_n (O,)
     return dx, dW, db
 
 
-class LinearFunction(Function):
-    """``minigrad.Function`` adapter; called as ``apply(x, weight)`` or ``apply(x, weight, bias)``."""
-
-    @staticmethod
-    def forward(ctx, x, weight, bias=None):
-        """Forward on arrays; saves x and weight, notes whether there is a bias."""
-        out, (x, weight, has_bias) = linear_forward(x, weight, bias)
-        ctx.save_for_backward(x, weight)
-        ctx.has_bias = has_bias
-        return out
-
-    @staticmethod
-    def backward(ctx, dout):
-        """Gradients for (x, weight) or (x, weight, bias); None where not needed."""
-        x, weight = ctx.saved_tensors
-        needs = tuple(ctx.needs_input_grad) + (False,) * (3 - len(ctx.needs_input_grad))
-        dx, dW, db = linear_backward(dout, (x, weight, ctx.has_bias), needs)
-        return (dx, dW, db) if ctx.has_bias else (dx, dW)
+LinearFunction = from_pair(linear_forward, linear_backward, "LinearFunction")  # bias optional
 
 
 def linear(x, weight, bias=None):
@@ -128,6 +109,8 @@ class Linear(Module):
         bias (bool): whether to add a learned bias (default True).
         rng (np.random.Generator | None): source of the init (a fresh unseeded one if None).
         dtype: parameter dtype, default float32.
+        backward: keyword-only; None for ``linear_backward``, or a function of the same
+            signature ``(dout, cache) -> (dx, dW, db)`` to use in its place.
 
     Parameters: ``weight`` (out_features, in_features), ``bias`` (out_features,), both
     ~ U(-1/sqrt(in_features), 1/sqrt(in_features)), drawn weight first (PyTorch's default:
@@ -136,7 +119,7 @@ class Linear(Module):
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, rng=None,
-                 dtype=np.float32) -> None:
+                 dtype=np.float32, *, backward=None) -> None:
         super().__init__()
         self.in_features = positive_int(in_features, "in_features", "Linear")
         self.out_features = positive_int(out_features, "out_features", "Linear")
@@ -149,6 +132,8 @@ class Linear(Module):
             self.bias = Parameter(rng.uniform(-bound, bound, self.out_features).astype(dt))
         else:
             self.bias = None
+        self.function = (LinearFunction if backward is None
+                         else from_pair(linear_forward, backward))
 
     def forward(self, x: Tensor) -> Tensor:
-        return linear(x, self.weight, self.bias)
+        return self.function.apply(x, self.weight, self.bias)    # bias None: a constant

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from minigrad import Function, Tensor
+from minigrad import Tensor, from_pair
 
 from .checks import float_input
 
@@ -47,19 +47,7 @@ def relu2_backward(dout: np.ndarray, cache):
     return dout * (2 * r)
 
 
-class ReLU2Function(Function):
-    """One autograd node for ReLU²: the NumPy pair above behind ``minigrad.Function``."""
-
-    @staticmethod
-    def forward(ctx, x):
-        out, r = relu2_forward(x)
-        ctx.save_for_backward(r)
-        return out
-
-    @staticmethod
-    def backward(ctx, dout):
-        (r,) = ctx.saved_tensors
-        return relu2_backward(dout, r)
+ReLU2Function = from_pair(relu2_forward, relu2_backward, "ReLU2Function")
 
 
 def relu2(x) -> Tensor:

@@ -31,7 +31,7 @@ from typing import Optional
 
 import numpy as np
 
-from minigrad import Function, Module, Parameter, Tensor
+from minigrad import Module, Parameter, Tensor, from_pair
 
 from .checks import (check_eps, flat_param, float_dtype, float_input, norm_param, normalized_axes,
                      sizes)
@@ -62,18 +62,7 @@ def rmsnorm_backward(dout: np.ndarray, cache):
     return dx, dweight
 
 
-class RMSNormFunction(Function):
-    """One autograd node for RMSNorm, ``apply(x, weight, eps=...)``: the pair above."""
-
-    @staticmethod
-    def forward(ctx, x, weight, eps=1e-6):
-        out, cache = rmsnorm_forward(x, weight, eps)
-        ctx.save_for_backward(*cache)
-        return out
-
-    @staticmethod
-    def backward(ctx, dout):
-        return rmsnorm_backward(dout, ctx.saved_tensors)
+RMSNormFunction = from_pair(rmsnorm_forward, rmsnorm_backward, "RMSNormFunction")
 
 
 def rms_norm(input, normalized_shape, weight=None, eps: Optional[float] = None) -> Tensor:
@@ -120,8 +109,11 @@ class RMSNorm(Module):
             default); the chapter's build.py passes 1e-6.
         rng: unused (no random init); accepted for a uniform constructor signature.
         dtype: parameter dtype, default float32.
+        backward: keyword-only; None for ``rmsnorm_backward``, or a function of the same
+            signature ``(dout, cache) -> (dx, dweight)`` to use in its place.
 
-    Shapes: x (..., *normalized_shape) -> the same shape.
+    Shapes: x (..., *normalized_shape) -> the same shape. x is not checked (``rms_norm`` checks
+    its inputs): it must have the parameter's dtype and trailing shape.
 
     Raises:
         TypeError: a non-integer size or a non-floating dtype.
@@ -129,11 +121,18 @@ class RMSNorm(Module):
     """
 
     def __init__(self, normalized_shape, eps: Optional[float] = None, rng=None,
-                 dtype=np.float32) -> None:
+                 dtype=np.float32, *, backward=None) -> None:
         super().__init__()
         self.normalized_shape = sizes(normalized_shape, "RMSNorm")
         self.eps = None if eps is None else check_eps(eps, "RMSNorm")
         self.weight = Parameter(np.ones(self.normalized_shape, dtype=float_dtype(dtype, "RMSNorm")))
+        self.function = (RMSNormFunction if backward is None
+                         else from_pair(rmsnorm_forward, backward))
 
     def forward(self, x: Tensor) -> Tensor:
-        return rms_norm(x, self.normalized_shape, self.weight, self.eps)
+        eps = float(np.finfo(x.dtype).eps) if self.eps is None else self.eps
+        k = len(self.normalized_shape)
+        if k == 1:
+            return self.function.apply(x, self.weight, eps=eps)
+        flat = x.reshape(x.shape[:-k] + (-1,))   # the normalized axes as one, then back
+        return self.function.apply(flat, self.weight.reshape(-1), eps=eps).reshape(x.shape)

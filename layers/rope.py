@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from minigrad import Function
+from minigrad import from_pair
 
 from .checks import (even_head_dim, float_dtype, integer, positive_int, positive_number,
                       rope_table, sequence_input)
@@ -80,18 +80,7 @@ def rope_backward(dout, cache):
             - rotate_half(dout * sin))        # term 2: rotate_half^T = -rotate_half
 
 
-class RoPEFunction(Function):
-    """``minigrad.Function`` adapter for ``rope_forward`` / ``rope_backward`` (cos, sin constant)."""
-
-    @staticmethod
-    def forward(ctx, x, cos, sin):
-        out, cache = rope_forward(x, cos, sin)
-        ctx.save_for_backward(*cache)
-        return out
-
-    @staticmethod
-    def backward(ctx, dout):
-        return rope_backward(dout, ctx.saved_tensors), None, None
+RoPEFunction = from_pair(rope_forward, rope_backward, "RoPEFunction")   # cos, sin: constants
 
 
 def build_rope_cache(seq_len, head_dim, base=10000, dtype=np.float32):

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from minigrad import Function, Tensor
+from minigrad import Tensor, from_pair
 
 from .checks import float_input
 
@@ -64,18 +64,7 @@ def silu_backward(dout: np.ndarray, cache):
     return dout * dsilu(x, s)
 
 
-class SiLUFunction(Function):
-    """One autograd node for SiLU, ``apply(x)``: the pair above."""
-
-    @staticmethod
-    def forward(ctx, x):
-        out, cache = silu_forward(x)
-        ctx.save_for_backward(*cache)
-        return out
-
-    @staticmethod
-    def backward(ctx, dout):
-        return silu_backward(dout, ctx.saved_tensors)
+SiLUFunction = from_pair(silu_forward, silu_backward, "SiLUFunction")
 
 
 def silu(x) -> Tensor:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from minigrad import Function
+from minigrad import from_pair
 
 from .checks import alias, axis_index, float_input
 
@@ -70,20 +70,7 @@ def softmax_backward(dy, cache):
             - y * np.sum(dy * y, axis=axis, keepdims=True))  # term 2: -y (y . dy)
 
 
-class SoftmaxFunction(Function):
-    """``minigrad.Function`` adapter for ``softmax_forward`` / ``softmax_backward``."""
-
-    @staticmethod
-    def forward(ctx, x, axis=-1):
-        y, _ = softmax_forward(x, axis)
-        ctx.save_for_backward(y)
-        ctx.axis = axis
-        return y
-
-    @staticmethod
-    def backward(ctx, dy):
-        (y,) = ctx.saved_tensors
-        return softmax_backward(dy, (y, ctx.axis))
+SoftmaxFunction = from_pair(softmax_forward, softmax_backward, "SoftmaxFunction")
 
 
 def softmax(x, axis=-1, *, dim=None):
@@ -123,20 +110,7 @@ def log_softmax_backward(dy, cache):
             - np.exp(y) * np.sum(dy, axis=axis, keepdims=True))     # term 2: log-sum-exp
 
 
-class LogSoftmaxFunction(Function):
-    """``minigrad.Function`` adapter for ``log_softmax_forward`` / ``log_softmax_backward``."""
-
-    @staticmethod
-    def forward(ctx, x, axis=-1):
-        y, _ = log_softmax_forward(x, axis)
-        ctx.save_for_backward(y)
-        ctx.axis = axis
-        return y
-
-    @staticmethod
-    def backward(ctx, dy):
-        (y,) = ctx.saved_tensors
-        return log_softmax_backward(dy, (y, ctx.axis))
+LogSoftmaxFunction = from_pair(log_softmax_forward, log_softmax_backward, "LogSoftmaxFunction")
 
 
 def log_softmax(x, axis=-1, *, dim=None):

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from minigrad import Function, Module, Tensor
+from minigrad import Module, Tensor, from_pair
 
 from .checks import float_input, generator, last_dim, matrix_input, positive_int, shape_is
 from .linear import Linear
@@ -92,18 +92,7 @@ def swiglu_backward(dout: np.ndarray, cache):
     return dx.reshape(*lead, x2.shape[1]), dw_gate, dw_up, dw_down
 
 
-class SwiGLUFunction(Function):
-    """One autograd node for SwiGLU, ``apply(x, w_gate, w_up, w_down)``: the pair above."""
-
-    @staticmethod
-    def forward(ctx, x, w_gate, w_up, w_down):
-        out, cache = swiglu_forward(x, w_gate, w_up, w_down)
-        ctx.save_for_backward(*cache)
-        return out
-
-    @staticmethod
-    def backward(ctx, dout):
-        return swiglu_backward(dout, ctx.saved_tensors)
+SwiGLUFunction = from_pair(swiglu_forward, swiglu_backward, "SwiGLUFunction")
 
 
 def swiglu(x, w_gate, w_up, w_down) -> Tensor:
@@ -146,6 +135,8 @@ class SwiGLU(Module):
         d (int): model width C.
         hidden_mult (float): H / C, default 8/3.
         rng (np.random.Generator | None), dtype: as ``Linear``.
+        backward: keyword-only; None for ``swiglu_backward``, or a function of the same
+            signature ``(dout, cache) -> (dx, dw_gate, dw_up, dw_down)`` to use in its place.
 
     Parameters: ``gate_proj.weight`` (H, C), ``up_proj.weight`` (H, C), ``down_proj.weight``
     (C, H); each U(+-1/sqrt(fan_in)), drawn in that order.
@@ -156,7 +147,7 @@ class SwiGLU(Module):
     """
 
     def __init__(self, d: int, hidden_mult: float = 8.0 / 3.0, rng=None,
-                 dtype=np.float32) -> None:
+                 dtype=np.float32, *, backward=None) -> None:
         super().__init__()
         d = positive_int(d, "d", "SwiGLU")
         hidden = int(d * hidden_mult)
@@ -167,6 +158,9 @@ class SwiGLU(Module):
         self.gate_proj = Linear(d, hidden, bias=False, rng=rng, dtype=dtype)
         self.up_proj = Linear(d, hidden, bias=False, rng=rng, dtype=dtype)
         self.down_proj = Linear(hidden, d, bias=False, rng=rng, dtype=dtype)
+        self.function = (SwiGLUFunction if backward is None
+                         else from_pair(swiglu_forward, backward))
 
     def forward(self, x: Tensor) -> Tensor:
-        return swiglu(x, self.gate_proj.weight, self.up_proj.weight, self.down_proj.weight)
+        return self.function.apply(x, self.gate_proj.weight, self.up_proj.weight,
+                                   self.down_proj.weight)

@@ -12,9 +12,9 @@ Public API::
     Tensor, Function, no_grad, enable_grad, set_grad_enabled, inference_mode, is_grad_enabled,
     gradcheck, gradcheck_report, GradcheckError, GradcheckReport, Module, Parameter, ModuleList,
     Sequential, AdamW, clip_grad_norm_, concatenate, cat, stack, split, where, masked_fill,
-    broadcast_to, unbroadcast, tensor, zeros, ones, zeros_like, ones_like, randn, arange
+    broadcast_to, unbroadcast, tensor, zeros, ones, zeros_like, ones_like, randn, arange, from_pair
 """
-from .tensor import Context, Function, Tensor
+from .tensor import Context, Function, Tensor, from_pair
 from . import tensor_methods, _inplace  # noqa: F401  (give Tensor its operators and methods)
 from .grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .ops import broadcast_to, cat, concatenate, masked_fill, split, stack, where, unbroadcast
@@ -28,6 +28,6 @@ __all__ = [
     "is_grad_enabled", "gradcheck", "GradcheckError", "GradcheckReport", "gradcheck_report",
     "Module", "ModuleList", "Parameter", "Sequential", "AdamW", "clip_grad_norm_",
     "concatenate", "cat", "stack", "split", "where", "masked_fill", "broadcast_to", "unbroadcast",
-    "tensor", "zeros", "ones", "zeros_like", "ones_like", "randn", "arange",
+    "tensor", "zeros", "ones", "zeros_like", "ones_like", "randn", "arange", "from_pair",
 ]
 __version__ = "0.1.0"

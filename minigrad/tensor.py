@@ -1,4 +1,4 @@
-"""Reverse-mode automatic differentiation: ``Tensor``, ``backward``, ``Function``.
+"""Reverse-mode automatic differentiation: ``Tensor``, ``backward``, ``Function``, ``from_pair``.
 
 A ``Tensor`` holds an ``np.ndarray`` (``data``) and, after ``backward``, the gradient of the
 output with respect to it (``grad``, same shape and dtype). Every operation is a ``Function``
@@ -14,6 +14,9 @@ Function, its inputs, the arrays it saved). ``Tensor.backward`` walks that graph
    contributed) before its backward runs;
 3. accumulate: an input's gradient is added to what it already received, never assigned, so
    a Tensor used twice (a residual, a tied embedding) gets the sum of both paths.
+
+``from_pair`` makes a Function of a NumPy pair ``forward -> (out, cache)`` /
+``backward(dout, cache)``: every hand-derived layer of ``layers/`` is one.
 
 A float32 graph computes and returns float32 gradients. Around this file: ``ops.py``, the
 primitive Functions (``unbroadcast`` sums a broadcast gradient back to its input's shape);
@@ -367,3 +370,51 @@ class Function:
             ctx.input_ctxs = [a._ctx if isinstance(a, Tensor) else None for a in args]
             _guards.track_versions(ctx, result)
         return result
+
+
+def from_pair(forward, backward, name: Optional[str] = None) -> type:
+    """A ``Function`` made of a NumPy pair, the way llm.c pairs ``layernorm_forward`` and
+    ``layernorm_backward`` in ``doc/layernorm/layernorm.py``::
+
+        RMSNormFunction = from_pair(rmsnorm_forward, rmsnorm_backward, "RMSNormFunction")
+        out = RMSNormFunction.apply(x, weight, eps=1e-6)
+
+    The contract of the pair:
+
+    * ``forward(*arrays, **kwargs) -> (out, cache)``: ``apply``'s positional arguments arrive as
+      arrays (Tensors unwrapped), its keyword arguments unchanged; ``out`` is the output array,
+      ``cache`` a tuple (or one array) of whatever backward reads.
+    * ``backward(dout, cache) -> grads``: one gradient per positional input of ``apply`` (a bare
+      array when there is one), each of its input's shape and dtype, or None. Fewer are padded
+      with None and extra trailing ones dropped, so a backward may leave out the slots of
+      constants (embedding's idx, RoPE's cos and sin) or return None for linear's absent bias;
+      the engine discards gradients of inputs that do not require grad.
+
+    The ndarrays of the cache (its items, or the cache itself when it is one array) are saved
+    with ``save_for_backward``, so the engine's version guard raises when one of them shares
+    memory with a Tensor that is modified in place before backward.
+
+    Args:
+        forward, backward: the pair.
+        name (str | None): the class's name (``grad_fn``, the engine's error messages);
+            default ``backward.__name__``.
+
+    Returns:
+        type: a ``Function`` subclass; ``apply(*inputs, **kwargs)`` records one node.
+    """
+    def fwd(ctx, *arrays, **kwargs):
+        out, cache = forward(*arrays, **kwargs)
+        ctx.save_for_backward(*(a for a in (cache if isinstance(cache, tuple) else (cache,))
+                                if isinstance(a, np.ndarray)))   # for the version guard
+        ctx.cache = cache
+        return out
+
+    def bwd(ctx, dout):
+        grads = backward(dout, ctx.cache)
+        n = len(ctx.needs_input_grad)
+        return ((grads if isinstance(grads, tuple) else (grads,)) + (None,) * n)[:n]
+
+    return type(name or backward.__name__, (Function,),
+                {"forward": staticmethod(fwd), "backward": staticmethod(bwd),
+                 "__module__": forward.__module__,
+                 "__doc__": f"One node: ``{forward.__name__}`` / ``{backward.__name__}``."})

@@ -24,6 +24,7 @@ def _perturbed(cfg, seed=4):
     dict(norm="ln", mlp="gelu"),
     dict(norm="rms", mlp="swiglu", pos="rope"),
     dict(norm="rms", mlp="relu2", dtype="float64"),
+    dict(norm="ln", mlp="gelu", bias=False),
 ])
 def test_round_trip_same_logits(tmp_path, kw):
     cfg = GPTConfig(vocab_size=11, block_size=8, n_layers=2, n_heads=2, d_model=16, **kw)
@@ -61,6 +62,23 @@ def test_readable_without_pickle_and_keyed_by_pytorch_names(tmp_path):
 def _write_npz(path, **arrays):
     with open(path, "wb") as f:
         np.savez(f, **arrays)
+
+
+def test_a_checkpoint_without_bias_in_its_config_loads_with_biases(tmp_path):
+    # written before GPTConfig had nanoGPT's bias field: its models all had biases
+    cfg = GPTConfig(vocab_size=7, block_size=4, n_layers=1, n_heads=2, d_model=8)
+    model = _perturbed(cfg)
+    save_checkpoint(model, tmp_path / "new.npz")
+    with np.load(tmp_path / "new.npz", allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(str(arrays[META_KEY][()]))
+    del meta["config"]["bias"]
+    arrays[META_KEY] = np.array(json.dumps(meta))
+    _write_npz(tmp_path / "old.npz", **arrays)
+    loaded = load_checkpoint(tmp_path / "old.npz")
+    assert loaded.config.bias is True and loaded.config == cfg
+    idx = np.array([[0, 3, 6, 1]])
+    assert np.array_equal(loaded(idx)[0].numpy(), model(idx)[0].numpy())
 
 
 def test_bad_files(tmp_path):

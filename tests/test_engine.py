@@ -199,6 +199,50 @@ def test_needs_input_grad_and_constants():
     np.testing.assert_array_equal(x.grad, np.ones(2))
 
 
+# --------------------------------------------------------------------------- from_pair
+def scaled_product_forward(x, w, idx, k=1.0):
+    """out = k * x[idx] * w: two differentiable inputs, a constant index and a keyword."""
+    xi = x[idx]
+    return k * xi * w, (x.shape, idx, xi, w, k)
+
+
+def scaled_product_backward(dout, cache):
+    shape, idx, xi, w, k = cache
+    dx = np.zeros(shape)
+    np.add.at(dx, idx, k * dout * w)                 # scatter-add back through the gather
+    return dx, (k * dout * xi).sum(axis=0)           # no slot for the constant idx: padded
+
+
+ScaledProduct = mg.from_pair(scaled_product_forward, scaled_product_backward, "ScaledProduct")
+
+
+def test_from_pair_gradcheck_kwargs_constants_and_padding():
+    x, w, idx = _t(4, 3), _t(3), np.array([0, 2, 2, 1, 0])
+    out = ScaledProduct.apply(x, w, idx, k=1.7)
+    assert out.grad_fn is ScaledProduct and out.shape == (5, 3)
+    np.testing.assert_array_equal(out.data, 1.7 * x.data[idx] * w.data)
+    assert gradcheck(lambda x, w: ScaledProduct.apply(x, w, idx, k=1.7), [x, w])
+    # the default name is the backward's; one bare gradient for one input; a None too many is
+    # dropped (linear's absent bias)
+    Square = mg.from_pair(lambda a: (a * a, a), lambda dout, a: 2 * a * dout)
+    assert Square.__name__ == "<lambda>" and gradcheck(Square.apply, [_t(2, 3)])
+    Extra = mg.from_pair(lambda a: (3 * a, None), lambda dout, cache: (3 * dout, None))
+    assert gradcheck(Extra.apply, [_t(2)])
+
+
+def test_from_pair_guards_the_cached_arrays():
+    x, w, idx = _t(4, 3), _t(3), np.array([0, 2])
+    out = ScaledProduct.apply(x, w, idx, k=2.0)      # the cache holds w itself
+    with mg.no_grad():
+        w.add_(1.0)
+    with pytest.raises(RuntimeError, match="ScaledProduct.*modified by an in-place operation"):
+        out.backward(RNG.standard_normal(out.shape))
+    out = ScaledProduct.apply(x, w, idx, k=2.0)
+    out.backward(RNG.standard_normal(out.shape))
+    with pytest.raises(RuntimeError, match="second time"):   # the cache was freed
+        out.backward(RNG.standard_normal(out.shape))
+
+
 # --------------------------------------------------------------------------- version counter
 def test_version_counter_error_names_the_op():
     w = _t(3)

@@ -299,3 +299,125 @@ def test_whole_model_gradcheck_catches_a_planted_error_in_a_small_parameter():
     with pytest.raises(minigrad.GradcheckError):
         minigrad.gradcheck(lambda *p: m(idx, tgt)[1], [m.ln_f.bias], fast_mode=True)
     assert minigrad.gradcheck(lambda *p: m(idx, tgt)[1], [m.ln_f.weight], fast_mode=True)
+
+
+# ---------------------------------------------------------------- nanoGPT's bias
+def _nanogpt_num_parameters(V, T, n_layers, C, bias):
+    """nanoGPT model.py's parameter count: wte V*C, wpe T*C; per Block ln_1, attn.c_attn (3C, C),
+    attn.c_proj (C, C), ln_2, mlp.c_fc (4C, C), mlp.c_proj (C, 4C); ln_f; lm_head tied to wte.
+    With bias each LayerNorm and Linear adds a vector of its output width."""
+    def linear(o, i):
+        return o * i + (o if bias else 0)
+    ln = C + (C if bias else 0)
+    block = ln + linear(3 * C, C) + linear(C, C) + ln + linear(4 * C, C) + linear(C, 4 * C)
+    return V * C + T * C + n_layers * block + ln
+
+
+@pytest.mark.parametrize("bias, count", [(False, 804_096), (True, 809_856)])
+def test_parameter_count_of_nanogpts_shakespeare_char_cpu_model(bias, count):
+    # nanoGPT's config/train_shakespeare_char.py with its CPU settings (block_size 64, 4 layers,
+    # 4 heads, n_embd 128, bias=False), vocabulary 65
+    assert _nanogpt_num_parameters(65, 64, 4, 128, bias) == count
+    cfg = GPTConfig(vocab_size=65, block_size=64, n_layers=4, n_heads=4, d_model=128,
+                    norm="ln", mlp="gelu", pos="learned", bias=bias)
+    m = GPT(cfg)
+    assert m.num_parameters() == count
+    assert any(n.endswith("bias") for n, _ in m.named_parameters()) == bias
+
+
+@pytest.mark.parametrize("norm, mlp, pos", [("ln", "gelu", "learned"), ("ln_rms", "relu2", "rope"),
+                                            ("rms", "swiglu", "learned")])
+def test_without_bias_no_linear_and_no_layernorm_has_one(norm, mlp, pos):
+    cfg = GPTConfig(vocab_size=7, block_size=4, n_layers=2, n_heads=2, d_model=8, norm=norm,
+                    mlp=mlp, pos=pos, dtype="float64", bias=False)
+    m = GPT(cfg, seed=11)
+    with_bias = GPT(GPTConfig(**{**cfg.to_dict(), "bias": True}), seed=11)
+    names = [n for n, _ in m.named_parameters()]
+    assert names == [n for n, _ in with_bias.named_parameters() if not n.endswith("bias")]
+    assert all(mod.bias is None for _, mod in m.named_modules() if hasattr(mod, "bias"))
+    rng = np.random.default_rng(12)
+    idx, tgt = rng.integers(0, 7, (2, 4)), rng.integers(0, 7, (2, 4))
+    assert minigrad.gradcheck(lambda *p: m(idx, tgt)[1], list(m.parameters()), fast_mode=True)
+
+
+def test_config_bias_must_be_a_bool():
+    assert GPTConfig(vocab_size=5).bias is True
+    with pytest.raises(TypeError, match="^GPTConfig: bias must be a bool, got int$"):
+        GPTConfig(vocab_size=5, bias=0)
+
+
+# ---------------------------------------------------------------- backward passed in
+def _own_backwards():
+    """Each replaceable layer's own ``<name>_backward`` (layers/<name>.py)."""
+    import importlib
+    from gpt.model import BACKWARDS
+    return {n: getattr(importlib.import_module(f"layers.{n}"), f"{n}_backward") for n in BACKWARDS}
+
+
+BACKWARD_CONFIGS = {  # config -> the layers it runs, with how many calls a forward makes of each
+    ("ln", "gelu", "learned"): dict(layernorm=5, gelu=2, attention=2, linear=9, embedding=2,
+                                    cross_entropy=1),
+    ("rms", "swiglu", "rope"): dict(rmsnorm=5, swiglu=2, rope=4, attention=2, linear=5,
+                                    embedding=1, cross_entropy=1),
+    ("ln_rms", "relu2", "learned"): dict(layernorm=3, rmsnorm=2, relu2=2, attention=2, linear=9,
+                                         embedding=2, cross_entropy=1),
+}
+
+
+def _loss_and_grads(backward, norm, mlp, pos, dtype):
+    cfg = GPTConfig(vocab_size=11, block_size=8, n_layers=2, n_heads=2, d_model=8, norm=norm,
+                    mlp=mlp, pos=pos, dtype=dtype)
+    m = GPT(cfg, seed=3, backward=backward)
+    rng = np.random.default_rng(5)
+    for name, p in m.named_parameters():   # non-unit gains, non-zero biases
+        p.data[...] += (0.1 * rng.standard_normal(p.shape)).astype(p.dtype)
+    logits, loss = m(rng.integers(0, 11, (3, 7)), rng.integers(0, 11, (3, 7)))
+    loss.backward()
+    return logits.data, loss.data, {n: p.grad for n, p in m.named_parameters()}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("variant", list(BACKWARD_CONFIGS))
+def test_the_layers_own_backward_passed_in_gives_the_same_bits(variant, dtype):
+    logits, loss, grads = _loss_and_grads(None, *variant, dtype)
+    for backward in ({"rmsnorm": _own_backwards()["rmsnorm"]}, _own_backwards()):
+        l2, loss2, grads2 = _loss_and_grads(backward, *variant, dtype)
+        assert np.array_equal(logits, l2) and np.array_equal(loss, loss2)
+        assert all(np.array_equal(grads[n], grads2[n]) for n in grads)
+
+
+@pytest.mark.parametrize("name, variant", [("rmsnorm", ("rms", "swiglu", "rope")),
+                                           ("layernorm", ("ln", "gelu", "learned")),
+                                           ("attention", ("ln", "gelu", "learned")),
+                                           ("attention", ("rms", "swiglu", "rope")),
+                                           ("linear", ("ln", "gelu", "learned"))])
+def test_a_wrong_backward_changes_the_gradients_not_the_forward(name, variant):
+    own = _own_backwards()[name]
+
+    def twice_dx(dout, cache):   # the first gradient (dx, dq) doubled
+        grads = own(dout, cache)
+        return (2 * grads[0],) + tuple(grads[1:])
+    logits, loss, grads = _loss_and_grads(None, *variant, "float64")
+    l2, loss2, grads2 = _loss_and_grads({name: twice_dx}, *variant, "float64")
+    assert np.array_equal(logits, l2) and np.array_equal(loss, loss2)
+    assert not np.allclose(grads["token_embedding.weight"], grads2["token_embedding.weight"])
+
+
+@pytest.mark.parametrize("variant", list(BACKWARD_CONFIGS))
+def test_each_backward_passed_in_is_called_where_the_model_runs_its_layer(variant):
+    calls = {}
+
+    def counted(name, fn):
+        def backward(dout, cache):
+            calls[name] = calls.get(name, 0) + 1
+            return fn(dout, cache)
+        return backward
+    backward = {n: counted(n, fn) for n, fn in _own_backwards().items()}
+    _loss_and_grads(backward, *variant, "float64")
+    assert calls == BACKWARD_CONFIGS[variant]
+
+
+def test_an_unknown_backward_name_is_refused_naming_the_known_ones():
+    with pytest.raises(ValueError, match=r"unknown layer name\(s\) \['softmax'\]; the known ones "
+                                         r"are \['layernorm', 'rmsnorm', .*'embedding'\]"):
+        GPT(GPTConfig(vocab_size=5), backward={"softmax": lambda dout, cache: dout})

@@ -4,7 +4,8 @@ import math
 import numpy as np
 import pytest
 
-from minigrad import Tensor
+from minigrad import Tensor, gradcheck
+from layers.functional import layer_norm
 from layers.modules import (MLP, CausalSelfAttention, Embedding, LayerNorm, Linear, RMSNorm,
                             SwiGLU)
 
@@ -38,6 +39,19 @@ def test_norm_forward_values():
     rms.weight.data[...] = rng.standard_normal(6)
     expect = x / np.sqrt((x ** 2).mean(-1, keepdims=True) + 1e-6) * rms.weight.data
     np.testing.assert_allclose(rms(Tensor(x)).data, expect, rtol=1e-12, atol=1e-12)
+
+
+def test_layernorm_without_bias_is_torchs_bias_false():
+    # torch.nn.LayerNorm(C, bias=False) (PyTorch >= 2.1): no bias parameter, a shift of 0
+    rng = np.random.default_rng(9)
+    for shape in (6, (3, 6)):
+        ln = LayerNorm(shape, bias=False, dtype=np.float64)
+        assert ln.bias is None and [n for n, _ in ln.named_parameters()] == ["weight"]
+        ln.weight.data[...] = rng.standard_normal(ln.weight.shape)
+        x = Tensor(rng.standard_normal((2, 3, 6)), requires_grad=True)
+        assert gradcheck(lambda x, w: ln(x), [x, ln.weight])
+        ref = layer_norm(x, shape, ln.weight)
+        np.testing.assert_array_equal(ln(x).data, ref.data)
 
 
 def test_linear_init_follows_pytorch_bounds_and_layout():
