@@ -8,9 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from minigrad import Tensor
+from minigrad import Function, Tensor
 
-from experiments import _broken as B
 from experiments import cli
 from experiments import gradcheck_report as gr
 
@@ -20,6 +19,18 @@ OPS = ["add", "sub", "mul", "div", "neg", "pow", "exp", "log", "sqrt", "tanh", "
        "split", "where", "masked_fill", "broadcast_to"]
 LAYERS = ["layer_norm", "rms_norm", "gelu", "relu2", "silu", "swiglu", "apply_rope", "softmax",
           "cross_entropy", "scaled_dot_product_attention", "linear", "embedding"]
+
+
+class WrongDouble(Function):
+    """y = 2 x, with a backward 1% off."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return 2.0 * x
+
+    @staticmethod
+    def backward(ctx, dy):
+        return 2.02 * dy
 
 
 def _main(argv, capsys):
@@ -72,14 +83,13 @@ def test_every_row_within_tolerance():
 
 
 def test_exit_1_when_an_op_fails(capsys, monkeypatch):
-    cases = gr.CASES[:2] + [("softmax (wrong)", "layer",
-                             (lambda x: B.SoftmaxNoSum.apply(x, axis=-1), (3, 4)))]
+    cases = gr.CASES[:2] + [("double (wrong)", "op", (lambda x: WrongDouble.apply(x), (3, 4)))]
     monkeypatch.setattr(gr, "CASES", cases)
     code, out, _ = _main([], capsys)
     assert code == 1
     header, body, lines = _table(out)
     result_col = header.index("result")
-    assert body[-1].startswith("softmax (wrong)") and body[-1][result_col:].startswith("FAIL")
+    assert body[-1].startswith("double (wrong)") and body[-1][result_col:].startswith("FAIL")
     assert "2 of 3 passed" in out and "1 failed" in out
     assert "gradcheck failed" in out                     # the failure message follows the table
 
