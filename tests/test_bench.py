@@ -1,52 +1,50 @@
-"""Tests of ``python -m experiments.bench``: the JSON record at a minimal size, the matmul list
-against an independent count, the reference on the same weights, one-line errors on bad input.
-No test asserts a time."""
-from __future__ import annotations
-
+"""Tests of ``python -m experiments.bench``: the record at a minimal size, the matmul list against
+an independent count, peak memory that is the fresh process's own, the reference on the same
+weights, one-line errors on bad input. No test asserts a time."""
+import argparse
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
+import numpy as np
 import pytest
-
-pytestmark = pytest.mark.slow  # runs the benchmark and the PyTorch reference; leave out with -m "not slow"
 
 from gpt import GPT, GPTConfig
 
 from experiments import bench, cli
 
-ROOT = Path(__file__).resolve().parents[1]
-PROG = [sys.executable, "-m", "experiments.bench"]
 MINIMAL = ["--sizes", "tiny", "--variants", "rms+swiglu", "--repeats", "2", "--steps", "1",
            "--warmup", "1"]
 
 
-def _cmd(*args, env=None):
-    e = dict(os.environ, OPENBLAS_NUM_THREADS="1", **(env or {}))
-    return subprocess.run(PROG + list(args), cwd=ROOT, capture_output=True, text=True,
-                          timeout=120, env=e)
+def _main(argv, capsys):
+    """``cli.main`` of the command: (status, stdout, stderr)."""
+    with pytest.raises(SystemExit) as e:
+        cli.main(bench.PROG, bench.run, argv)
+    out = capsys.readouterr()
+    return e.value.code, out.out, out.err
 
 
-def test_json_record_at_a_minimal_size(tmp_path):
-    out = tmp_path / "bench.json"
-    r = _cmd(*MINIMAL, "--no-reference", "--json", str(out))
-    assert r.returncode == 0, r.stderr
-    d = json.loads(out.read_text())
-    assert d["repeats"] == 2 and d["steps"] == 1 and d["reference"] is None
-    assert d["threads"]["OPENBLAS_NUM_THREADS"] == "1"
+def test_the_record_at_a_minimal_size(tmp_path, capsys):
+    path = tmp_path / "sub" / "bench.json"
+    code, out, err = _main(MINIMAL + ["--no-reference", "--data", "corpus,random",
+                                      "--json", str(path)], capsys)
+    assert code == 0, err
+    d = json.loads(path.read_text())
+    assert d["args"]["repeats"] == 2 and d["reference"] is None and d["torch"] is None
     (row,) = d["results"]
-    assert (row["size"], row["variant"], row["data"]) == ("tiny", "rms+swiglu", "corpus")
+    assert (row["size"], row["variant"], row["data"]) == ("tiny", "rms+swiglu", ["corpus", "random"])
     assert row["config"]["d_model"] == 64 and row["config"]["norm"] == "rms"
-    for phase in ("forward", "backward", "clip", "optimizer", "step"):
-        s = row["ours"][phase]
-        assert 0 < s["min"] <= s["median"] <= s["max"]
-    assert 0 < row["floor"]["step"]["median"]
-    assert row["ours"]["peak_rss_mib"] > 0
-    assert "reference" not in row and "ours_over_reference" not in row["ratios"]
-    assert row["ratios"]["ours_over_floor"]["median"] > 0
-    assert "rms+swiglu" in r.stdout and "ours/floor" in r.stdout
+    assert list(row["ms"]) == ["floor", "ours", "ours random"]
+    for name in ("ours", "ours random"):
+        for phase in ("forward", "backward", "clip", "optimizer", "step"):
+            s = row["ms"][name][phase]
+            assert 0 < s["min"] <= s["median"] <= s["max"]
+        assert row["ms"][name]["step"]["median"] >= row["ms"][name]["forward"]["median"]
+    assert list(row["ratios"]) == ["ours/floor", "ours random/ours"]
+    assert row["ratios"]["ours/floor"]["min"] > 0
+    assert row["peak_mib"]["ours"] > 0 and "torch" not in row["peak_mib"]
+    assert sorted(row["first_loss"]) == ["ours", "ours random"]
+    assert all(np.isfinite(v) and v > 0 for v in row["first_loss"].values())
+    assert "rms+swiglu" in out and "ours/floor" in out and "peak" in out
 
 
 @pytest.mark.parametrize("mlp", ["gelu", "swiglu"])
@@ -64,52 +62,58 @@ def test_matmul_list_matches_an_independent_flop_count(mlp):
     assert got == linear + attention
 
 
-def test_reference_starts_from_the_same_weights(tmp_path):
+def test_the_peak_memory_is_the_fresh_process_own(tmp_path):
+    """The child's ``ru_maxrss`` would start from this process's high-water mark."""
+    big = np.ones(400 * 2**20 // 8)   # 400 MiB in this process, touched
+    args = argparse.Namespace(data=["corpus"], seed=0, threads=1)
+    peak = bench.peak_memory("ours", "tiny", "ln+gelu", args, tmp_path)
+    assert 10 < peak < 300 and big.sum() > 0
+
+
+@pytest.mark.slow
+def test_reference_starts_from_the_same_weights(tmp_path, capsys):
     pytest.importorskip("torch")
-    if bench.find_reference() is None:
+    if not (bench.REFERENCE / bench.BUILD_PY).is_file():
         pytest.skip("the chapter's PyTorch build.py is not beside the checkout")
-    out = tmp_path / "bench.json"
-    r = _cmd(*MINIMAL, "--no-memory", "--json", str(out))
-    assert r.returncode == 0, r.stderr
-    (row,) = json.loads(out.read_text())["results"]
+    path = tmp_path / "bench.json"
+    code, out, err = _main(MINIMAL + ["--no-memory", "--json", str(path)], capsys)
+    assert code == 0, err
+    (row,) = json.loads(path.read_text())["results"]
     # same weights, same first batch: the same loss up to float32 rounding
-    assert abs(row["first_loss"]["ours"] - row["first_loss"]["reference"]) < 1e-4
-    assert "peak_rss_mib" not in row["reference"]
-    assert row["ratios"]["ours_over_reference"]["median"] > 0
+    assert abs(row["first_loss"]["ours"] - row["first_loss"]["torch"]) < 1e-4
+    assert list(row["ms"]) == ["floor", "torch floor", "ours", "torch"]
+    assert row["ratios"]["ours/torch"]["median"] > 0 and "torch floor/floor" in row["ratios"]
 
 
 @pytest.mark.parametrize("args, words", [
-    (["--sizes", "huge"], "unknown size huge"),
-    (["--variants", "ln+relu"], "unknown variant"),
-    (["--data", "corpus,zeros"], "unknown data zeros"),
+    (["--sizes", "huge"], "unknown huge"),
+    (["--variants", "ln+relu"], "unknown ln+relu"),
+    (["--data", "corpus,zeros"], "unknown zeros"),
     (["--repeats", "0"], "--repeats"),
     (["--steps", "x"], "--steps"),
     (["--seed", "-1"], "--seed"),
     (["--reference", "/nonexistent-folder"], "--reference"),
 ])
-def test_bad_input_is_one_line_and_exit_2(args, words):
-    r = _cmd(*args)
-    assert r.returncode == 2
-    assert r.stdout == ""
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and words in lines[0], r.stderr
+def test_bad_input_is_one_line_and_exit_2(args, words, capsys):
+    code, out, err = _main(args, capsys)
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], err
 
 
-def test_json_into_a_missing_directory_writes_nothing(tmp_path):
-    r = _cmd(*MINIMAL, "--no-reference", "--json", str(tmp_path / "no" / "b.json"))
-    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
-    assert not (tmp_path / "no").exists()
+def test_a_json_path_under_a_file_is_refused_before_measuring(tmp_path, capsys):
+    (tmp_path / "file").write_text("x")
+    code, out, err = _main(MINIMAL + ["--no-reference", "--json",
+                                      str(tmp_path / "file" / "b.json")], capsys)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
 
 
 def test_ctrl_c_prints_one_line_and_exits_130(tmp_path, monkeypatch, capsys):
-    """Ctrl-C while measuring: one line on stderr, status 130, no JSON written."""
     def interrupt(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(bench, "in_fresh_process", interrupt)
-    out = tmp_path / "bench.json"
-    with pytest.raises(SystemExit) as e:
-        cli.main(bench.PROG, bench.run, MINIMAL + ["--no-reference", "--json", str(out)])
-    assert e.value.code == 130
-    assert len(capsys.readouterr().err.splitlines()) == 1
-    assert not out.exists()
+    monkeypatch.setattr(bench, "measure", interrupt)
+    path = tmp_path / "bench.json"
+    code, out, err = _main(MINIMAL + ["--no-reference", "--json", str(path)], capsys)
+    assert code == 130 and len(err.splitlines()) == 1 and not path.exists()

@@ -141,8 +141,8 @@ def test_cli_prints_prompt_and_new_text(ckpt, capsys):
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--prompt", "abz"], "'z' (U+007A) at position 2 is not in the checkpoint's vocabulary"),
-    (["--prompt", ""], "--prompt is empty"),
+    (["--prompt", "abz"], "--prompt: character 'z' at position 2 is not in the vocabulary"),
+    (["--prompt", ""], "--prompt: empty value"),
     (["--prompt", "a", "--temperature", "-1"], "--temperature"),
     (["--prompt", "a", "--temperature", "inf"], "--temperature"),
     (["--prompt", "a", "--top-k", "0"], "--top-k"),
@@ -210,30 +210,11 @@ def test_an_invalid_config_names_the_checkpoint(ckpt, tmp_path, capsys, config, 
                              f"invalid config: ") and needle in err[0]
 
 
-def test_cli_refuses_a_checkpoint_whose_config_cannot_fit_in_memory(ckpt, tmp_path, capsys):
-    """A hand-edited config claiming 10^9 layers: refused in one line before any allocation."""
-    import json
-    from gpt.checkpoint import META_KEY
-    with np.load(ckpt, allow_pickle=False) as z:
-        arrays = {k: z[k] for k in z.files}
-    meta = json.loads(str(arrays[META_KEY][()]))
-    meta["config"]["n_layers"] = 10**9   # 12 C^2 = 3072 weights a layer: 12 TB in float32
-    arrays[META_KEY] = np.array(json.dumps(meta))
-    edited = tmp_path / "edited.npz"
-    with open(edited, "wb") as f:
-        np.savez(f, **arrays)
-    with pytest.raises(SystemExit) as e:
-        _main(["--checkpoint", str(edited), "--prompt", "a"])
-    assert e.value.code == 2
-    captured = capsys.readouterr()
-    err = captured.err.strip().splitlines()
-    assert len(err) == 1 and "n_layers=1000000000" in err[0] and "GiB of memory" in err[0]
-    assert captured.out == ""
 
 def test_four_variants_checkpoints_generate_text(tmp_path, capsys):
-    from experiments import four_variants
+    from experiments import four_variants, runner
     out = tmp_path / "fv"
-    assert four_variants.run(["--steps", "1", "--save-checkpoints", "--n-layers", "1",
+    assert runner.run(four_variants.STUDY, ["--steps", "1", "--save-checkpoints", "--n-layers", "1",
                                "--output-dir", str(out)]) == 0
     capsys.readouterr()
     assert generate_cli.run(["--checkpoint", str(out / "rms_swiglu.npz"), "--prompt",
@@ -253,37 +234,28 @@ def test_module_entry_point_one_line_no_traceback(ckpt):
                           encoding="utf-8", timeout=120)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
-    assert "'é' (U+00E9) at position 1" in proc.stderr
+    assert "character 'é' at position 1" in proc.stderr
 
 
-def test_the_text_streams_and_a_closed_pipe_stops_the_sampling(ckpt, monkeypatch):
-    import errno
-    import io
+def test_the_text_streams_and_a_closed_pipe_stops_the_sampling(ckpt):
+    """`| head -c 20`: the first 20 characters arrive while the sampling runs, and the reader
+    going away ends it quietly with status 141, as for `cat`, long before its 1,000,000
+    characters."""
+    import os
+    import subprocess
     import sys
-
-    class ReaderGoesAway(io.StringIO):   # `| head -c 20`
-        def write(self, text):
-            if len(self.getvalue()) >= 20:
-                raise BrokenPipeError(errno.EPIPE, "Broken pipe")
-            return super().write(text)
-
-    sampled = []
-
-    def counting(*args, on_token, **kwargs):
-        return generate(*args, on_token=lambda t: (sampled.append(t), on_token(t)), **kwargs)
-    monkeypatch.setattr(generate_cli, "generate", counting)
-    stdout = ReaderGoesAway()
-    monkeypatch.setattr(sys, "stdout", stdout)
-    with pytest.raises(SystemExit) as e:
-        _main(["--checkpoint", str(ckpt), "--prompt", "hbc", "--max-new-tokens", "100000",
-               "--temperature", "0"])
-    assert e.value.code == cli.EXIT_BROKEN_PIPE
-    # "hbc" and the first character, then one a step: 17 steps fill the 20 characters, the
-    # 18th step's write fails and the sampling stops there (not 100,000 steps later)
-    assert len(sampled) == 18
+    from pathlib import Path
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    proc = subprocess.Popen([sys.executable, "-m", "experiments.generate", "--checkpoint",
+                             str(ckpt), "--prompt", "hbc", "--max-new-tokens", "1000000",
+                             "--temperature", "0"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    head = proc.stdout.read(20).decode()
+    proc.stdout.close()
+    assert proc.wait(timeout=120) == 141 and proc.stderr.read() == b""
     tok = CharTokenizer(TEXT)
     greedy = generate(load_checkpoint(ckpt), tok.encode("hbc")[None], 17, temperature=0)
-    assert stdout.getvalue() == tok.decode(greedy[0])
+    assert head == tok.decode(greedy[0])
 
 
 def test_weights_that_give_nan_logits_print_nothing_on_stdout(tmp_path, capsys):
@@ -296,21 +268,3 @@ def test_weights_that_give_nan_logits_print_nothing_on_stdout(tmp_path, capsys):
     captured = capsys.readouterr()
     assert e.value.code == 2 and captured.out == ""
     assert captured.err.count("\n") == 1 and "non-finite logits" in captured.err
-
-
-@pytest.mark.slow
-def test_a_non_ascii_vocabulary_under_an_ascii_stdout_is_escaped_not_a_traceback(tmp_path):
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-    path = tmp_path / "fr.npz"
-    save_checkpoint(_model(), path, tokenizer=CharTokenizer("abcdefghijé"))   # é is id 10
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]),
-               PYTHONIOENCODING="ascii")
-    proc = subprocess.run([sys.executable, "-m", "experiments.generate", "--checkpoint",
-                           str(path), "--prompt", "é", "--max-new-tokens", "30"], env=env,
-                          capture_output=True, timeout=120)
-    assert proc.returncode == 0 and proc.stderr == b"", proc.stderr
-    out = proc.stdout.decode("ascii")   # every byte ASCII
-    assert out.startswith("\\xe9") and len(out.replace("\\xe9", "x")) == 1 + 30 + 1

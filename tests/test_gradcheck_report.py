@@ -1,22 +1,17 @@
 """Tests of ``python -m experiments.gradcheck_report``: every primitive and layer listed and
-passing, exit status 1 on a failing op, JSON output, one-line errors on bad options."""
+passing, exit status 1 on a failing op, JSON output, one-line errors on bad options; through
+``cli.main``, in this process."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from minigrad import Tensor
+from minigrad import Function, Tensor
 
-from experiments import _broken as B
+from experiments import cli
 from experiments import gradcheck_report as gr
-
-ROOT = Path(__file__).resolve().parents[1]
-PROG = [sys.executable, "-m", "experiments.gradcheck_report"]
 
 # The issue's list, written out independently of the module's tables.
 OPS = ["add", "sub", "mul", "div", "neg", "pow", "exp", "log", "sqrt", "tanh", "sigmoid", "relu",
@@ -26,8 +21,24 @@ LAYERS = ["layer_norm", "rms_norm", "gelu", "relu2", "silu", "swiglu", "apply_ro
           "cross_entropy", "scaled_dot_product_attention", "linear", "embedding"]
 
 
-def _cmd(*args):
-    return subprocess.run(PROG + list(args), cwd=ROOT, capture_output=True, text=True, timeout=120)
+class WrongDouble(Function):
+    """y = 2 x, with a backward 1% off."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return 2.0 * x
+
+    @staticmethod
+    def backward(ctx, dy):
+        return 2.02 * dy
+
+
+def _main(argv, capsys):
+    """``cli.main`` of the command: (status, stdout, stderr)."""
+    with pytest.raises(SystemExit) as e:
+        cli.main(gr.PROG, gr.run, argv)
+    out = capsys.readouterr()
+    return e.value.code, out.out, out.err
 
 
 def _table(stdout):
@@ -41,15 +52,10 @@ def _table(stdout):
     return lines[h], body, lines
 
 
-@pytest.fixture(scope="module")
-def slow_run():
-    return _cmd()
-
-
-def test_exit_0_lists_every_op_and_layer(slow_run):
-    r = slow_run
-    assert r.returncode == 0, r.stdout + r.stderr
-    header, body, lines = _table(r.stdout)
+def test_exit_0_lists_every_op_and_layer(capsys):
+    code, out, err = _main([], capsys)
+    assert code == 0 and err == "", out + err
+    header, body, lines = _table(out)
     for col in ("op", "kind", "inputs", "mode", "max abs err", "max rel err", "result", "seconds"):
         assert col in header
     names = [l.split("  ")[0].strip() for l in body]
@@ -60,82 +66,67 @@ def test_exit_0_lists_every_op_and_layer(slow_run):
     assert "getitem (repeated index)" in names
     assert "scaled_dot_product_attention (causal)" in names
     assert "scaled_dot_product_attention" in names            # and the non-causal one
-    result_col = header.index("result")
-    mode_col = header.index("mode")
+    result_col, mode_col = header.index("result"), header.index("mode")
     for l in body:
         assert l[result_col:].startswith("PASS"), l
         assert l[mode_col:].startswith("slow"), l
-    assert len(body) == len(gr.ALL_CASES)
+    assert len(body) == len(gr.CASES)
     assert lines[-1].startswith(f"{len(body)} of {len(body)} passed (")
     assert " 0 failed" in lines[-1]
-    assert r.stderr == ""
 
 
 def test_every_row_within_tolerance():
     for row in gr.run_cases(seed=0):
         assert row["passed"], row["report"].message
-        assert row["max_abs_err"] < 1e-6, row["name"]
-        assert row["report"].mode == "slow"
+        assert row["max_abs_err"] < 1e-6, row["op"]
+        assert row["mode"] == "slow"
 
 
-def test_fast_mode_and_seed():
-    r = _cmd("--fast", "--seed", "5")
-    assert r.returncode == 0, r.stdout + r.stderr
-    header, body, lines = _table(r.stdout)
-    mode_col = header.index("mode")
-    assert all(l[mode_col:].startswith("fast") for l in body)
-    assert "seed 5" in lines[0]
-
-
-def test_exit_1_when_an_op_fails(monkeypatch, capsys):
-    def wrong_softmax(r):
-        return [Tensor(r.standard_normal((3, 4)), requires_grad=True)], \
-            lambda x: B.SoftmaxNoSum.apply(x, axis=-1)
-
-    cases = gr.ALL_CASES[:2] + (gr.OpCase("softmax (wrong)", "layer", wrong_softmax),)
-    monkeypatch.setattr(gr, "ALL_CASES", cases)
-    assert gr.run([]) == 1
-    out = capsys.readouterr().out
+def test_exit_1_when_an_op_fails(capsys, monkeypatch):
+    cases = gr.CASES[:2] + [("double (wrong)", "op", (lambda x: WrongDouble.apply(x), (3, 4)))]
+    monkeypatch.setattr(gr, "CASES", cases)
+    code, out, _ = _main([], capsys)
+    assert code == 1
     header, body, lines = _table(out)
     result_col = header.index("result")
-    assert body[-1].startswith("softmax (wrong)") and body[-1][result_col:].startswith("FAIL")
+    assert body[-1].startswith("double (wrong)") and body[-1][result_col:].startswith("FAIL")
     assert "2 of 3 passed" in out and "1 failed" in out
     assert "gradcheck failed" in out                     # the failure message follows the table
 
 
-def test_json(tmp_path):
-    out = tmp_path / "report.json"
-    r = _cmd("--fast", "--json", str(out))
-    assert r.returncode == 0, r.stderr
-    data = json.loads(out.read_text())
-    assert data["mode"] == "fast" and data["passed"] is True
-    assert [row["op"] for row in data["rows"]] == [c.name for c in gr.ALL_CASES]
+def test_fast_mode_seed_and_json(tmp_path, capsys):
+    path = tmp_path / "sub" / "report.json"
+    code, out, _ = _main(["--fast", "--seed", "5", "--json", str(path)], capsys)
+    assert code == 0
+    header, body, lines = _table(out)
+    mode_col = header.index("mode")
+    assert all(l[mode_col:].startswith("fast") for l in body)
+    assert "seed 5" in lines[0]
+    data = json.loads(path.read_text())
+    assert data["mode"] == "fast" and data["passed"] is True and data["seed"] == 5
+    assert [row["op"] for row in data["rows"]] == [c[0] for c in gr.CASES]
     for row in data["rows"]:
         assert row["passed"] is True and row["mode"] == "fast"
-        assert 0 <= row["max_abs_err"] < 1e-6
-        assert row["seconds"] >= 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
-
-
-def test_format_table_aligns():
-    t = gr.format_table(["a", "num"], [["xyz", "1.0"], ["b", "10.25"]], [False, True])
-    lines = t.splitlines()
-    assert lines == ["a      num", "---  -----", "xyz    1.0", "b    10.25"]
+        assert 0 <= row["max_abs_err"] < 1e-6 and row["seconds"] >= 0
+    assert sorted(p.name for p in path.parent.iterdir()) == ["report.json"]
 
 
 def test_shapes_column():
-    assert gr._shapes([Tensor(np.zeros((2, 3))), np.zeros(4, dtype=np.int64),
-                       np.zeros((1, 2), bool)]) == "(2,3) (4,)int (1,2)bool"
+    assert gr.shapes([Tensor(np.zeros((2, 3))), np.zeros(4, dtype=np.int64),
+                      np.zeros((1, 2), bool)]) == "(2,3) (4,)int (1,2)bool"
 
 
-@pytest.mark.parametrize("args", [
-    ["--seed", "2.0"], ["--fast=yes"], ["--json", "/nonexistent-dir-xyz/r.json"], ["--json", "."],
+@pytest.mark.parametrize("args, needle", [
+    (["--seed", "2.0"], "--seed"), (["--fast=yes"], "--fast"), (["--json", ""], "empty path"),
 ])
-def test_bad_options_exit_2_one_line(args):
-    r = _cmd(*args)
-    assert r.returncode == 2
-    assert r.stdout == ""
-    err = r.stderr.strip("\n")
-    assert len(err.splitlines()) == 1, r.stderr
-    assert "Traceback" not in r.stderr
+def test_bad_options_exit_2_one_line(args, needle, capsys):
+    code, out, err = _main(args, capsys)
+    assert code == 2 and out == ""
+    assert len(err.splitlines()) == 1 and needle in err
     assert err.startswith("python -m experiments.gradcheck_report: error:")
+
+
+def test_a_json_path_under_a_file_is_one_line_exit_2_before_any_check(tmp_path, capsys):
+    (tmp_path / "file").write_text("x")
+    code, out, err = _main(["--json", str(tmp_path / "file" / "r.json")], capsys)
+    assert code == 2 and out == "" and len(err.splitlines()) == 1
