@@ -1,0 +1,56 @@
+"""Tests of ``tools/faster_or_lower.py`` on results.json files in the studies' format, with
+numbers made by hand so that every figure it prints is known."""
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("fol", ROOT / "tools" / "faster_or_lower.py")
+fol = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(fol)
+
+
+def study(folder, steps, lr, vals):
+    """A results.json: ``vals[name][seed] = (final val, [(step, val), ...])``."""
+    runs = [{"name": n, "seed": s, "status": "ok", "val_loss": v, "val_curve": [list(p) for p in c]}
+            for n, by_seed in vals.items() for s, (v, c) in by_seed.items()]
+    folder.mkdir()
+    (folder / "results.json").write_text(json.dumps({"config": {
+        "steps": steps, "optimizer": {"lr": lr}, "baseline": next(iter(vals))}, "runs": runs}))
+    return folder
+
+
+def test_gaps_steps_to_target_and_best_rates(tmp_path, capsys):
+    base = lambda v: (v, [(500, v + 0.5), (1000, v)])   # noqa: E731
+    a = study(tmp_path / "a", 1000, 1e-3, {
+        "gelu": {0: base(2.0), 1: base(2.2), 2: base(2.1)},
+        "swiglu": {0: (1.9, [(500, 1.95), (1000, 1.9)]), 1: (2.1, [(500, 2.3), (1000, 2.1)]),
+                   2: (2.0, [(500, 2.05), (1000, 2.0)])}})
+    b = study(tmp_path / "b", 1000, 2e-3, {
+        "gelu": {s: base(v) for s, v in ((0, 1.9), (1, 2.1), (2, 2.0))},
+        "swiglu": {s: base(v) for s, v in ((0, 2.0), (1, 2.2), (2, 2.1))}})
+    cells = fol.read([a, b])
+    d = fol.gap(cells[1000, 1e-3], "swiglu")
+    assert d["n"] == 3 and d["mean"] == pytest.approx(-0.1) and d["std"] == pytest.approx(0)
+    # seeds 0 and 2 reach gelu's final val at step 500, seed 1 at step 1000: the median is 500
+    assert fol.steps_to_target(cells[1000, 1e-3], "swiglu") == 500
+    lines = fol.lr_table(cells, 1000)
+    assert "best lr 0.002" in lines[1] and "best lr 0.001" in lines[2]   # gelu, swiglu
+    # swiglu at 1e-3 (1.9, 2.1, 2.0) against gelu at 2e-3 (1.9, 2.1, 2.0): a gap of 0
+    assert "swiglu (lr 0.001) - gelu (lr 0.002) = +0.0000" in lines[3]
+    assert "-0.1000" in fol.lengths_table(cells, 1e-3)[1]
+
+
+def test_the_figures_are_written(tmp_path):
+    pytest.importorskip("matplotlib")
+    vals = {"gelu": {0: (2.0, [(1000, 2.0)]), 1: (2.1, [(1000, 2.1)])},
+            "relu2": {0: (1.9, [(1000, 1.9)]), 1: (2.05, [(1000, 2.05)])}}
+    cells = fol.read([study(tmp_path / "a", 1000, 1e-3, vals),
+                      study(tmp_path / "b", 2000, 1e-3, vals)])
+    fol.figures(cells, 1e-3, 1000, tmp_path)
+    for name in ("gap_vs_length.png", "val_vs_lr.png"):
+        assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
+    assert math.isfinite(fol.gap(cells[2000, 1e-3], "relu2")["mean"])
