@@ -21,8 +21,8 @@ import numpy as np
 from minigrad import Tensor, from_pair, gradcheck_report
 
 from experiments import cli
-from experiments.diagnosis import terms_of
-from experiments.terms import EXERCISES, as_tuple, make_cases
+from experiments.terms import terms_of
+from experiments.exercises import EXERCISES, as_tuple, make_cases
 
 PROG = "python -m experiments.break_backward"
 BREAKS = (   # (exercise, gradient, term (from 1), factor): 0 leaves it out, -1 flips its sign

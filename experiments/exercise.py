@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 
 from experiments import cli, learner, stubs
-from experiments.terms import EXERCISES
+from experiments.exercises import EXERCISES
 
 PROG = learner.COMMAND
 DEFAULT_DIR = Path("exercises")

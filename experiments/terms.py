@@ -1,92 +1,79 @@
-"""The exercises of ``python -m experiments.exercise``: for each layer, the cases its backward is
-checked on, the quantities of its derivation and the named terms of each gradient, as
-``docs/derivations.md`` writes them. Per exercise:
+"""The named terms of every exercise's backward, as ``docs/derivations.md`` writes them, and
+the quantities they are built from (``DERIVATIONS``: name -> (parts, terms)).
 
-* ``cases(rng)``: the forward's inputs at several shapes (a batch of one, one feature, the rows
-  where eps matters, |x| up to where exp overflows), random weights (never all ones).
-* ``parts(dout, cache)``: the quantities of the derivation, from what a backward gets: arrays,
-  or rules ``p -> value`` computed from the others (``diagnosis.Parts``), so that a quantity put
-  in place of another reaches all that is built on it. A few are there to be confused with the
+* ``parts(dout, cache)``: the derivation's quantities, from what a backward gets: arrays, or
+  rules ``p -> value`` computed from the others (``Parts``), so that a quantity put in
+  another's place reaches all that is built on it. Some are there to be confused with the
   right ones (``1 - t`` for tanh', ``rstd^3``, P without the mask).
-* ``terms(p)``: per gradient, its named terms, whose sum is the right gradient.
-* ``sizes(*args, **kwargs)``: the sizes of a case a term may be multiplied by ("C features").
-* ``constants``: the formulas' constants (GELU's k and c).
-"""
-from __future__ import annotations
+* ``terms(p)``: per gradient, its named terms ``[(label, array)]``, whose sum is the right
+  gradient (a test holds it against the layer's backward).
 
-import importlib
-import inspect
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Optional, Tuple
+``variants`` changes one quantity at a time, for the diagnosis (``experiments/diagnosis.py``).
+"""
+import itertools
+import types
 
 import numpy as np
 
 from layers.gelu import GELU_C, GELU_K
-from layers.rope import build_rope_cache, rotate_half
+from layers.rope import rotate_half
 
 
-@dataclass(frozen=True)
-class Exercise:
-    """One backward pass to write, ``layers.<name>.<name>_backward``: ``title``, ``summary``,
-    ``section`` (its anchor in docs/derivations.md), ``inputs`` (the forward's positional
-    inputs), ``wrt`` (those with a gradient, in the backward's order), the functions above,
-    ``helpers`` (what the forward reads from its module: copied into the learner's file) and
-    ``study`` (whose GPT calls it; None where no GPT does)."""
-    name: str
-    title: str
-    summary: str
-    section: str
-    inputs: Tuple[str, ...]
-    wrt: Tuple[str, ...]
-    cases: Callable
-    parts: Callable
-    terms: Callable
-    sizes: Callable
-    constants: Dict[str, float] = field(default_factory=dict)
-    helpers: Tuple[str, ...] = ()
-    imports: str = "import numpy as np"
-    study: Optional[str] = "four_variants"
+class Parts(dict):
+    """The quantities of one case (``Exercise.parts``): its arrays and those ``put`` in their
+    place; its rules computed on first use, from these."""
 
-    grads = property(lambda self: tuple("d" + n for n in self.wrt))          # ("dx", "dweight")
-    module = property(lambda self: importlib.import_module(f"layers.{self.name}"))
-    function = property(lambda self: f"{self.name}_backward")
-    forward = property(lambda self: getattr(self.module, f"{self.name}_forward"))
-    backward = property(lambda self: getattr(self.module, self.function))    # the layer's own
-    link = property(lambda self: f"docs/derivations.md#{self.section}")
-    upstream = property(lambda self: next(iter(inspect.signature(self.backward).parameters)))
-    weights = property(lambda self: any(n.startswith("w") for n in self.inputs[1:]))
+    def __init__(self, raw, put=None):
+        super().__init__({k: v for k, v in raw.items() if not callable(v)})
+        self.update(put or {})
+        self.rules, self.read = raw, set()   # what terms read, built ones through their rules
+
+    def __missing__(self, key):
+        value = self[key] = self.rules[key](self)
+        return value
+
+    def __getitem__(self, key):
+        self.read.add(key)
+        return super().__getitem__(key)
 
 
-@dataclass
-class Case:
-    """One check: the forward's inputs, output and cache, a random upstream gradient, the layer's
-    own gradients (``right``, in the order of ``grads``) and the case's sizes."""
-    label: str
-    args: tuple
-    kwargs: Dict[str, Any]
-    out: np.ndarray
-    cache: Any
-    dout: np.ndarray
-    right: tuple
-    sizes: Dict[str, float]
+def terms_of(ex, raw, shapes, put=None):
+    """``{gradient: [(label, term)]}`` of the quantities ``raw`` (``put`` in place of some), each
+    term broadcast to its gradient's shape (``shapes``)."""
+    with np.errstate(all="ignore"):
+        found = ex.terms(Parts(raw, put))
+    return {g: [(label, np.broadcast_to(a, shapes[g])) for label, a in found[g]] for g in found}
 
 
-def as_tuple(grads):
-    """A backward's result as a tuple (a bare array for one gradient)."""
-    return tuple(grads) if isinstance(grads, (tuple, list)) else (grads,)
+def variants(ex, cases):
+    """The derivation with one quantity changed in every case: (what changed, per case
+    ``terms_of``): a quantity the terms read left out (1 in its place, the identity for a
+    function; the ones built from others first), another of as many axes in its place (the
+    forward's ``out`` among them), two of them exchanged."""
+    raws = [{**ex.parts(c.dout, c.cache), "out": c.out} for c in cases]
+    values = [{k: Parts(r)[k] for k in r} for r in raws]
+    reader = Parts(raws[0])
+    ex.terms(reader)
+    keys = [k for k, v in values[0].items()
+            if isinstance(v, (np.ndarray, np.generic, types.FunctionType))]
+    read = [k for k in keys if k in reader.read]
 
-
-def make_cases(ex, seed, dtype=np.float64):
-    """Every case of ``ex`` from ``default_rng(seed)``, its float inputs cast to ``dtype`` (the
-    same numbers in every dtype)."""
-    rng, cases = np.random.default_rng(seed), []
-    for label, args, kwargs in ex.cases(rng):
-        args = tuple(a.astype(dtype) if a.dtype.kind == "f" else a for a in args)
-        out, cache = ex.forward(*args, **kwargs)
-        dout = rng.standard_normal(np.shape(out)).astype(out.dtype)
-        cases.append(Case(label, args, kwargs, out, cache, dout,
-                          as_tuple(ex.backward(dout, cache)), ex.sizes(*args, **kwargs)))
-    return cases
+    def alike(a, b):
+        return all((callable(v[a]), np.ndim(v[a])) == (callable(v[b]), np.ndim(v[b]))
+                   for v in values)
+    def one(x):
+        return (lambda y: y) if callable(x) else np.ones_like(x)
+    changes = [(f"leaves out {a}", [{a: one(v[a])} for v in values]) for a in read[::-1]]
+    changes += [(f"has {b} in place of {a}", [{a: v[b]} for v in values])
+                for a in read for b in keys if b != a and alike(a, b)]
+    changes += [(f"has {a} and {b} exchanged", [{a: v[b], b: v[a]} for v in values])
+                for a, b in itertools.combinations(read, 2) if alike(a, b)]
+    for what, puts in changes:
+        try:
+            yield what, [terms_of(ex, r, dict(zip(ex.grads, map(np.shape, c.right))), put)
+                         for r, c, put in zip(raws, cases, puts)]
+        except (ValueError, IndexError, TypeError):   # it does not fit where it is put
+            continue
 
 
 def _mean(a):
@@ -101,25 +88,9 @@ def _T(a):
     return np.swapaxes(a, -1, -2)
 
 
-def _rows_and(last):
-    """The sizes of an x (..., C): N rows and its last axis."""
-    return lambda x, *_, **__: {"N rows": x.size // x.shape[-1], last: x.shape[-1]}
-
-
 # ----------------------------------------------------------------------------- norms
 # LayerNorm: dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dout * weight
 # RMSNorm:   dx = rstd * (dxhat - xhat * mean(dxhat * xhat))
-
-def _norm_cases(bias, eps, label, small):
-    def cases(r):
-        def case(label, x):
-            w = [r.normal(1.0, 0.5, x.shape[-1])] + [r.normal(0.0, 0.5, x.shape[-1])] * bias
-            return label, (x, *w), {"eps": eps}
-        return [case("x (2, 3, 6)", r.standard_normal((2, 3, 6))),
-                case("x (1, 6), a batch of one", r.standard_normal((1, 6))),
-                case("x (4, 1), one feature", r.standard_normal((4, 1))), case(label, small(r))]
-    return cases
-
 
 def _norm_parts(no_eps):
     def parts(dout, cache):
@@ -131,72 +102,34 @@ def _norm_parts(no_eps):
     return parts
 
 
-def _norm_terms(mean_term, path):
+def _norm_terms(bias, path):
     def terms(p):
         dxhat, xhat, rstd = p["dxhat"], p["xhat"], p["rstd"]
         dx = [("dxhat (the direct path)", rstd * dxhat),
               ("-mean(dxhat) (the path through the mean)", -rstd * _mean(dxhat)),
               (f"-xhat * mean(dxhat * xhat) ({path})", -rstd * xhat * _mean(dxhat * xhat))]
-        found = {"dx": dx if mean_term else dx[::2],
-                 "dweight": [("sum over rows of dout * xhat", _rows(p["dout"] * xhat))],
-                 "dbias": [("sum over rows of dout", _rows(p["dout"]))]}
-        return found if mean_term else {g: found[g] for g in ("dx", "dweight")}
+        return {"dx": dx if bias else dx[::2],
+                "dweight": [("sum over rows of dout * xhat", _rows(p["dout"] * xhat))],
+                **({"dbias": [("sum over rows of dout", _rows(p["dout"]))]} if bias else {})}
     return terms
 
 
 # ----------------------------------------------------------------------------- elementwise
-
-def _elementwise_cases(r):
-    def x(shape):   # away from 0: the kink of ReLU² is no place for central differences
-        a = 2.0 * r.standard_normal(shape)
-        return np.sign(a) * (0.1 + np.abs(a))
-    large = np.array([-1000.0, -100, -30, -10, -3, 3, 10, 30, 100, 1000])
-    return [("x (3, 5)", (x((3, 5)),), {}), ("x (1,), one entry", (x(1),), {}),
-            ("x (2, 3, 4)", (x((2, 3, 4)),), {}),
-            ("x (10,), large |x| (3 to 1000, both signs: exp overflows)", (large,), {})]
-
-
-def _gelu_parts(dout, cache):   # dx = dout * (0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2))
-    x, t = cache
-    return {"dout": dout, "x": x, "t": t, "tanh'(u) = 1 - t^2": lambda p: 1 - p["t"] * p["t"],
-            "1 - t": lambda p: 1 - p["t"]}
-
+# GELU: dx = dout * (0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2)); ReLU²: dx = dout * 2 r;
+# SiLU: dx = dout * (s + x s (1 - s))
 
 def _gelu_terms(p):
-    x, t, dout, tanh_prime = p["x"], p["t"], p["dout"], p["tanh'(u) = 1 - t^2"]
-    return {"dx": [("0.5 (1 + t) (d(0.5 x)/dx times 1 + t)", dout * 0.5 * (1 + t)),
+    x, dout, tanh_prime = p["x"], p["dout"], p["tanh'(u) = 1 - t^2"]
+    return {"dx": [("0.5 (d(0.5 x)/dx times the 1 of 1 + t)", dout * 0.5),
+                   ("0.5 t (times the t of 1 + t)", dout * 0.5 * p["t"]),
                    ("0.5 x tanh'(u) k (0.5 x tanh'(u) times the k of du/dx)",
                     dout * 0.5 * x * tanh_prime * GELU_K),
                    ("0.5 x tanh'(u) 3 k c x^2 (times the 3 k c x^2 of du/dx)",
                     dout * 0.5 * x * tanh_prime * (3 * GELU_K * GELU_C * x * x))]}
 
 
-def _relu2_parts(dout, cache):   # dx = dout * 2 r
-    return {"dout": dout, "r": cache, "x > 0": lambda p: (p["r"] > 0).astype(p["r"].dtype)}
-
-
-def _silu_parts(dout, cache):    # dx = dout * (s + x s (1 - s))
-    x, s = cache
-    return {"dout": dout, "x": x, "s": s, "1 - s": lambda p: 1 - p["s"],
-            "sigmoid'(x) = s (1 - s)": lambda p: p["s"] * (1 - p["s"])}
-
-
-def _silu_terms(p):
-    return {"dx": [("s (d(x)/dx times s)", p["dout"] * p["s"]),
-                   ("x s (1 - s) (x times sigmoid'(x))",
-                    p["dout"] * p["x"] * p["sigmoid'(x) = s (1 - s)"])]}
-
-
 # ----------------------------------------------------------------------------- SwiGLU
 # dh = dout Wd, du = dh * g, da = dh * u * silu'(a); dx = da Wg + du Wu
-
-def _swiglu_cases(r):
-    def case(label, x, H, O):
-        return label, (x, *(0.5 * r.standard_normal(s) for s in ((H, x.shape[-1]),) * 2 + ((O, H),))), {}
-    return [case("x (2, 2, 4), H = 6", r.standard_normal((2, 2, 4)), 6, 4),
-            case("x (1, 3), a batch of one, H = 5, O = 2", r.standard_normal((1, 3)), 5, 2),
-            case("x (3, 1), one feature, H = 2, O = 3", r.standard_normal((3, 1)), 2, 3)]
-
 
 def _swiglu_parts(dout, cache):
     x2, a, s, u, g, w_gate, w_up, w_down = cache
@@ -217,21 +150,11 @@ def _swiglu_terms(p):
             "dw_down": [("dout^T h", d2.T @ p["h = g * u"])]}
 
 
-# ----------------------------------------------------------------------------- RoPE
-# dx = dout * cos - rotate_half(dout * sin)
-
-def _rope_cases(r):
-    return [(f"x {s}{label}", (r.standard_normal(s), *build_rope_cache(*s[2:], dtype=np.float64)), {})
-            for s, label in (((1, 2, 6, 4), ""), ((1, 1, 1, 2), ", one position"), ((2, 1, 3, 8), ""))]
-
+# ----------------------------------------------------------------------------- RoPE, softmax
+# RoPE: dx = dout * cos - rotate_half(dout * sin); softmax: dx = y * dy - y * sum(dy * y)
 
 def _neox(x):   # GPT-NeoX's rotate_half: (first half, second half) -> (-second, first)
     return np.concatenate((-x[..., x.shape[-1] // 2:], x[..., :x.shape[-1] // 2]), axis=-1)
-
-
-def _rope_parts(dout, cache):
-    return {"dout": dout, "cos": cache[0], "sin": cache[1], "rotate_half": lambda p: rotate_half,
-            "NeoX's rotate_half (halves, not pairs)": lambda p: _neox}
 
 
 def _rope_terms(p):
@@ -240,35 +163,14 @@ def _rope_terms(p):
                     "backward rotates by -theta)", -p["rotate_half"](p["dout"] * p["sin"]))]}
 
 
-# ----------------------------------------------------------------------------- softmax
-# dx = y * dy - y * sum(dy * y)
-
-def _softmax_cases(r):
-    return [("x (3, 5)", (2.0 * r.standard_normal((3, 5)),), {"axis": -1}),
-            ("x (1, 4), a batch of one", (2.0 * r.standard_normal((1, 4)),), {"axis": -1}),
-            ("x (4, 1), one entry a row", (r.standard_normal((4, 1)),), {"axis": -1}),
-            ("x (4, 3), along axis 0", (2.0 * r.standard_normal((4, 3)),), {"axis": 0})]
-
-
 def _softmax_parts(dy, cache):
     y, axis = cache
     return {"dy": dy, "y": y, "dy * y": lambda p: p["dy"] * p["y"],
-            "sum(dy * y)": lambda p: np.sum(p["dy"] * p["y"], axis=axis, keepdims=True)}
-
-
-def _softmax_terms(p):
-    return {"dx": [("y * dy (diag(y) dy)", p["y"] * p["dy"]),
-                   ("-y * sum(dy * y) (-y y^T dy)", -p["y"] * p["sum(dy * y)"])]}
+            "sum(dy * y)": lambda p: np.sum(p["dy * y"], axis=axis, keepdims=True)}
 
 
 # ----------------------------------------------------------------------------- cross-entropy
 # dlogits = (probs - onehot(targets)) * dloss / N        (reduction "mean")
-
-def _cross_entropy_cases(r):
-    return [(f"logits {s}{label}", (r.standard_normal(s), r.integers(0, s[-1], size=s[:-1])), {})
-            for s, label in (((4, 5), ""), ((1, 3), ", a batch of one"),
-                             ((2, 3, 5), ", (B, T, V)"), ((3, 1), ", one class"))]
-
 
 def _cross_entropy_parts(dloss, cache):
     probs, t, valid, eps, reduction, count, shape = cache
@@ -288,16 +190,6 @@ def _cross_entropy_terms(p):
 
 # ----------------------------------------------------------------------------- attention
 # dP = dout v^T, dS = P * dP - P * rowsum(P * dP); dq = dS k / sqrt(hs), dk = dS^T q / sqrt(hs)
-
-def _attention_cases(r):   # Tq = Tk: an untransposed product has the right shape, and is named
-    def case(label, shape, causal=True, hv=None):
-        return label, (r.standard_normal(shape), r.standard_normal(shape),
-                       r.standard_normal(shape[:3] + (hv or shape[3],))), {"is_causal": causal}
-    return [case("q, k, v (1, 2, 4, 4), causal", (1, 2, 4, 4)),
-            case("q, k, v (1, 1, 1, 2), one position", (1, 1, 1, 2)),
-            case("q, k, v (2, 1, 3, 8), causal", (2, 1, 3, 8)),
-            case("q, k (1, 2, 3, 2), v (1, 2, 3, 5), not causal", (1, 2, 3, 2), False, hv=5)]
-
 
 def _softmax_rows(S, mask):
     S = np.where(np.triu(np.ones(S.shape[-2:], bool), 1), -np.inf, S) if mask else S
@@ -329,28 +221,7 @@ def _attention_terms(p):
 
 # ----------------------------------------------------------------------------- linear, embedding
 # linear: dx = dout W, dweight = dout^T x, dbias = sum over rows of dout
-# embedding: dweight[v] = sum of dout over the positions that looked up v
-
-def _linear_cases(r):
-    return [(f"x {x}{label}, weight {(O, x[-1])}",
-             (r.standard_normal(x), 0.5 * r.standard_normal((O, x[-1])), 0.5 * r.standard_normal(O)), {})
-            for x, O, label in (((2, 3, 4), 4, ""), ((1, 3), 2, ", a batch of one"),
-                                ((5, 1), 3, ", one feature"))]
-
-
-def _linear_parts(dout, cache):
-    x, weight, _ = cache
-    return {"dout": dout.reshape(-1, weight.shape[0]), "x": x.reshape(-1, weight.shape[1]),
-            "weight": weight, "shape": lambda p: x.shape}
-
-
-def _embedding_cases(r):
-    return [(f"idx {idx.shape} into weight {V, C}{label}", (r.standard_normal((V, C)), idx), {})
-            for idx, V, C, label in (
-                (np.array([[1, 3, 1, 0], [3, 3, 2, 1]]), 5, 3, ": rows repeated, row 4 unused"),
-                (np.array([[2]]), 4, 2, ", a batch of one"),
-                (np.array([0, 2, 0, 0, 2, 1]), 3, 1, ", one feature"))]
-
+# embedding: dweight[v] = the sum of dout over the positions that looked up v
 
 def _embedding_terms(p):
     idx, d2, shape, dtype = p["idx"], p["dout"], p["shape"], p["dtype"]
@@ -366,63 +237,41 @@ def _embedding_terms(p):
                          again)]}
 
 
-# ----------------------------------------------------------------------------- the list
 
-EXERCISES = {ex.name: ex for ex in (
-    Exercise("layernorm", "LayerNorm", "LayerNorm: dx, dweight, dbias; x reaches xhat three ways",
-             "layernorm", ("x", "weight", "bias"), ("x", "weight", "bias"), _norm_cases(
-                 1, 1e-5, "x (3, 6), near-constant rows (var ~ 1e-6, eps = 1e-5)",
-                 lambda r: r.normal(0.0, 1.0, (3, 1)) + 1e-3 * r.standard_normal((3, 6))),
-             _norm_parts("1/sqrt(var) (eps left out)"),
-             _norm_terms(True, "the path through the variance"), _rows_and("C features")),
-    Exercise("rmsnorm", "RMSNorm", "RMSNorm: dx, dweight; LayerNorm without the mean", "rmsnorm",
-             ("x", "weight"), ("x", "weight"), _norm_cases(
-                 0, 1e-6, "x (3, 6), small rows (mean(x^2) ~ 1e-8, eps = 1e-6)",
-                 lambda r: 1e-4 * r.standard_normal((3, 6))),
-             _norm_parts("1/sqrt(mean(x^2)) (eps left out)"),
-             _norm_terms(False, "the projection, the path through mean(x^2)"), _rows_and("C features")),
-    Exercise("gelu", "GELU (tanh form)", "GELU, tanh form: dx; the product and the chain rule",
-             "gelu", ("x",), ("x",), _elementwise_cases, _gelu_parts, _gelu_terms,
-             lambda x: {"N entries": x.size}, {"k = sqrt(2/pi)": GELU_K, "c = 0.044715": GELU_C},
-             ("GELU_K", "GELU_C"), "import math\n\nimport numpy as np"),
-    Exercise("relu2", "ReLU²", "ReLU²: dx of max(x, 0)^2", "relu", ("x",), ("x",),
-             _elementwise_cases, _relu2_parts,
-             lambda p: {"dx": [("2 r (d(r^2)/dr, with r = max(x, 0))", p["dout"] * 2 * p["r"])]},
-             lambda x: {"N entries": x.size}, study="activations"),
-    Exercise("silu", "SiLU", "SiLU: dx of x sigmoid(x), in the saved sigmoid", "silu", ("x",),
-             ("x",), _elementwise_cases, _silu_parts, _silu_terms, lambda x: {"N entries": x.size},
-             helpers=("sigmoid_stable",), study=None),
-    Exercise("swiglu", "SwiGLU", "SwiGLU: dx, dw_gate, dw_up, dw_down of a gated MLP", "swiglu",
-             ("x", "w_gate", "w_up", "w_down"), ("x", "w_gate", "w_up", "w_down"), _swiglu_cases,
-             _swiglu_parts, _swiglu_terms, lambda x, wg, wu, wd: {
-                 **_rows_and("C features")(x), "H hidden": len(wg), "O outputs": len(wd)},
-             helpers=("sigmoid_stable",)),
-    Exercise("rope", "RoPE", "RoPE: dx of a rotation of pairs; its transpose", "rope",
-             ("x", "cos", "sin"), ("x",), _rope_cases, _rope_parts, _rope_terms,
-             lambda x, *_: {"T positions": x.shape[-2], "hs entries of a head": x.shape[-1]},
-             helpers=("rotate_half",), study="positions"),
-    Exercise("softmax", "Softmax", "softmax: dx; the Jacobian diag(y) - y y^T, never formed",
-             "softmax", ("x",), ("x",), _softmax_cases, _softmax_parts, _softmax_terms,
-             lambda x, axis: {"C entries along the axis": x.shape[axis],
-                              "N rows": x.size // x.shape[axis]}, study=None),
-    Exercise("cross_entropy", "Cross-entropy", "cross-entropy: dlogits of the mean; softmax minus "
-             "one-hot", "cross-entropy", ("logits", "targets"), ("logits",), _cross_entropy_cases,
-             _cross_entropy_parts, _cross_entropy_terms, lambda logits, t: {
-                 "N targets": t.size, "V classes": logits.shape[-1], "B sequences": len(logits)}),
-    Exercise("attention", "Attention", "attention: dq, dk, dv of softmax(q k^T / sqrt(hs)) v",
-             "attention", ("q", "k", "v"), ("q", "k", "v"), _attention_cases, _attention_parts,
-             _attention_terms, lambda q, k, v, **_: {"hs entries of a head": q.shape[-1],
-                                                     "T positions": q.shape[-2]},
-             helpers=("_future_mask",)),
-    Exercise("linear", "Linear", "linear: dx, dweight, dbias of x W^T + b", "linear",
-             ("x", "weight", "bias"), ("x", "weight", "bias"), _linear_cases, _linear_parts,
-             lambda p: {"dx": [("dout W", (p["dout"] @ p["weight"]).reshape(p["shape"]))],
-                        "dweight": [("dout^T x", p["dout"].T @ p["x"])],
-                        "dbias": [("sum over rows of dout", p["dout"].sum(0))]},
-             lambda x, w, b: {**_rows_and("C features")(x), "O outputs": len(w)}),
-    Exercise("embedding", "Embedding", "embedding: dweight of weight[idx]; a scatter-add",
-             "embedding", ("weight", "idx"), ("weight",), _embedding_cases,
-             lambda dout, cache: {"dout": dout.reshape(-1, cache[1][1]), "idx": cache[0],
-                                  "shape": lambda p: cache[1], "dtype": lambda p: cache[2]},
-             _embedding_terms, lambda w, idx: {"N lookups": idx.size, "V rows": len(w)}),
-)}
+
+# ----------------------------------------------------------------------------- by name
+
+DERIVATIONS = {
+    "layernorm": (_norm_parts("1/sqrt(var) (eps left out)"),
+                  _norm_terms(1, "the path through the variance")),
+    "rmsnorm": (_norm_parts("1/sqrt(mean(x^2)) (eps left out)"),
+                _norm_terms(0, "the projection, the path through mean(x^2)")),
+    "gelu": (lambda dout, c: {"dout": dout, "x": c[0], "t": c[1], "1 - t": lambda p: 1 - p["t"],
+                              "tanh'(u) = 1 - t^2": lambda p: 1 - p["t"] * p["t"]}, _gelu_terms),
+    "relu2": (lambda dout, r: {"dout": dout, "r": r,
+                               "x > 0": lambda p: (p["r"] > 0).astype(p["r"].dtype)},
+              lambda p: {"dx": [("2 r (d(r^2)/dr, with r = max(x, 0))", p["dout"] * 2 * p["r"])]}),
+    "silu": (lambda dout, c: {"dout": dout, "x": c[0], "s": c[1], "1 - s": lambda p: 1 - p["s"],
+                              "sigmoid'(x) = s (1 - s)": lambda p: p["s"] * (1 - p["s"])},
+             lambda p: {"dx": [("s (d(x)/dx times s)", p["dout"] * p["s"]),
+                               ("x s (1 - s) (x times sigmoid'(x))",
+                                p["dout"] * p["x"] * p["sigmoid'(x) = s (1 - s)"])]}),
+    "swiglu": (_swiglu_parts, _swiglu_terms),
+    "rope": (lambda dout, c: {"dout": dout, "cos": c[0], "sin": c[1],
+                              "rotate_half": lambda p: rotate_half,
+                              "NeoX's rotate_half (halves, not pairs)": lambda p: _neox},
+             _rope_terms),
+    "softmax": (_softmax_parts, lambda p: {"dx": [
+        ("y * dy (diag(y) dy)", p["y"] * p["dy"]),
+        ("-y * sum(dy * y) (-y y^T dy)", -p["y"] * p["sum(dy * y)"])]}),
+    "cross_entropy": (_cross_entropy_parts, _cross_entropy_terms),
+    "attention": (_attention_parts, _attention_terms),
+    "linear": (lambda dout, c: {"dout": dout.reshape(-1, c[1].shape[0]), "weight": c[1],
+                                "x": c[0].reshape(-1, c[1].shape[1]), "shape": lambda p: c[0].shape},
+               lambda p: {"dx": [("dout W", (p["dout"] @ p["weight"]).reshape(p["shape"]))],
+                          "dweight": [("dout^T x", p["dout"].T @ p["x"])],
+                          "dbias": [("sum over rows of dout", p["dout"].sum(0))]}),
+    "embedding": (lambda dout, c: {"dout": dout.reshape(-1, c[1][1]), "idx": c[0],
+                                   "shape": lambda p: c[1], "dtype": lambda p: c[2]},
+                  _embedding_terms),
+}

@@ -8,7 +8,7 @@ import pytest
 
 from experiments import break_backward as bb
 from experiments import cli
-from experiments.terms import EXERCISES, make_cases
+from experiments.exercises import EXERCISES, make_cases
 
 
 @pytest.fixture(scope="module")
