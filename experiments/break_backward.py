@@ -45,33 +45,32 @@ def broken(ex, grad, term, factor):
     return backward
 
 
+def _row(ex, wrong, seed):
+    """The gradient check of ``ex``'s own backward (``wrong`` None) or of a break of it."""
+    case = make_cases(ex, seed)[0]
+    F = from_pair(ex.forward, broken(ex, *wrong) if wrong else ex.backward)
+    inputs = [Tensor(a, requires_grad=True) if n in ex.wrt else a
+              for n, a in zip(ex.inputs, case.args)]
+    report = gradcheck_report(lambda *xs: F.apply(*xs, **case.kwargs), inputs, seed=seed)
+    g, term, factor = wrong or ("", 0, 1)
+    label = terms_of(ex, ex.parts(case.dout, case.cache), dict(zip(
+        ex.grads, map(np.shape, case.right))))[g][term - 1][0] if wrong else ""
+    return {"layer": ex.title, "broken": bool(wrong),
+            "variant": f"{g} term {term} {'left out' if factor == 0 else 'sign flipped'}: "
+                       f"{label.rsplit(' (', 1)[0]}" if wrong else "right",
+            "verdict": ("MISSED" if report.passed else "CAUGHT") if wrong else (
+                "PASS" if report.passed else "WRONGLY FAILED"),
+            "check": report.check, "max_abs_err": report.max_abs_err,
+            "max_rel_err": report.max_rel_err, "expected_input": g[1:] or None,
+            "where": "-" if report.worst is None else
+            f"{ex.inputs[report.worst[0]]}[{', '.join(map(str, report.worst[1]))}]"}
+
+
 def rows(seed=0):
-    """Every right backward and every one of ``BREAKS``, gradient-checked: a dict per row."""
-    variants = [(name, None) for name in dict.fromkeys(b[0] for b in BREAKS)] + \
-        [(b[0], b[1:]) for b in BREAKS]
-    found = []
-    for name, wrong in sorted(variants, key=lambda v: list(EXERCISES).index(v[0])):
-        ex = EXERCISES[name]
-        case = make_cases(ex, seed)[0]
-        fn = ex.backward if wrong is None else broken(ex, *wrong)
-        F = from_pair(ex.forward, fn)
-        inputs = [Tensor(a, requires_grad=True) if n in ex.wrt else a
-                  for n, a in zip(ex.inputs, case.args)]
-        report = gradcheck_report(lambda *xs: F.apply(*xs, **case.kwargs), inputs, seed=seed)
-        g, term, factor = wrong or ("", 0, 1)
-        label = terms_of(ex, ex.parts(case.dout, case.cache), dict(zip(
-            ex.grads, map(np.shape, case.right))))[g][term - 1][0] if wrong else ""
-        where = "-" if report.worst is None else \
-            f"{ex.inputs[report.worst[0]]}[{', '.join(map(str, report.worst[1]))}]"
-        verdict = ("MISSED" if report.passed else "CAUGHT") if wrong else (
-            "PASS" if report.passed else "WRONGLY FAILED")
-        found.append({"layer": ex.title, "variant": "right" if not wrong else
-                      f"{g} term {term} {'left out' if factor == 0 else 'sign flipped'}: "
-                      f"{label.rsplit(' (', 1)[0]}", "broken": bool(wrong), "verdict": verdict,
-                      "check": report.check, "max_abs_err": report.max_abs_err,
-                      "max_rel_err": report.max_rel_err, "where": where,
-                      "expected_input": g[1:] if wrong else None})
-    return found
+    """Each layer of ``BREAKS``, right and broken, gradient-checked: a dict per row."""
+    return [_row(ex, wrong, seed) for name, ex in EXERCISES.items()
+            for wrong in [None] * any(b[0] == name for b in BREAKS) + [
+                b[1:] for b in BREAKS if b[0] == name]]
 
 
 def render(found):

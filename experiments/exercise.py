@@ -5,17 +5,12 @@
     python -m experiments.exercise check layernorm      # checks its layernorm_backward
     python -m experiments.four_variants --tiny --backward exercises   # trains with yours
 
-``start NAME [--dir DIR]`` writes ``DIR/NAME.py`` (default ``exercises/``), never over a file
-that exists: the layer's forward in full, then the backward to write (``experiments/stubs.py``).
-``check NAME [--file PATH]`` imports the learner's ``NAME_backward`` and checks it
-(``experiments/learner.py``: the cases of ``experiments/terms.py``, the diagnosis of
-``experiments/diagnosis.py``); from Python, ``experiments.learner.check(NAME, fn)``.
-
-Exit status: 0 every gradient right (and ``start``, the list); 1 a wrong answer (a wrong value,
-shape or dtype, not implemented yet, a case that does not return within the time limit, an
-exception in the learner's code, whose traceback is shown, ``sys.exit()`` included); 2 bad
-input (an unknown exercise, a missing file or function, a folder, a file not named .py or not
-UTF-8, a file ``start`` would overwrite), one line.
+``start NAME [--dir DIR]`` writes ``DIR/NAME.py`` (``experiments/stubs.py``), never over a
+file that exists; ``check NAME [--file PATH]`` checks its ``NAME_backward``
+(``experiments/check.py``; from Python: ``experiments.learner.check``). Exit status: 0 right
+(and ``start``, the list); 1 a wrong answer (wrong values, shape or dtype, not implemented yet,
+a case that does not return, the learner's code raised: its traceback is shown); 2 bad input
+(an unknown exercise, a missing file or function, a file ``start`` would overwrite), one line.
 """
 import os
 from pathlib import Path
@@ -75,14 +70,12 @@ def run(argv):
     sub.add_parser("list", help="the exercises (the default)")
     s = sub.add_parser("start", help="write an exercise's file: its forward, the backward to "
                        "write, the steps")
-    s.add_argument("name", choices=EXERCISES, metavar="NAME", help=f"the exercise ({PROG} "
-                   f"lists them)")
+    c = sub.add_parser("check", help="check your backward: each gradient right, or what is wrong")
+    for q in (s, c):
+        q.add_argument("name", choices=EXERCISES, metavar="NAME", help=f"the exercise ({PROG} "
+                       f"lists them)")
     s.add_argument("--dir", type=cli.path_arg, default=DEFAULT_DIR, metavar="DIR",
                    help="the folder of the file")
-    c = sub.add_parser("check", help="check your backward: each gradient right, or what is "
-                       "wrong")
-    c.add_argument("name", choices=EXERCISES, metavar="NAME", help=f"the exercise ({PROG} "
-                   f"lists them)")
     c.add_argument("--file", type=cli.path_arg, metavar="PATH",
                    help="your file (default: exercises/NAME.py)")
     args = p.parse_args(argv)

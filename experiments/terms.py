@@ -80,6 +80,11 @@ def _mean(a):
     return np.mean(a, axis=-1, keepdims=True)       # over the features of each row
 
 
+EVERY = {   # a reduction over every entry where one over a row belongs (an axis left out)
+    "the mean over every entry (no axis)": lambda p: lambda a: np.mean(a, keepdims=True),
+    "the sum over every entry (no axis)": lambda p: lambda a: np.sum(a, keepdims=True)}
+
+
 def _rows(a):
     return a.reshape(-1, a.shape[-1]).sum(axis=0)   # over every leading axis
 
@@ -98,16 +103,17 @@ def _norm_parts(no_eps):
         with np.errstate(all="ignore"):   # 0/0 where a row is constant: C = 1
             rstd0 = rstd / np.sqrt(_mean(xhat * xhat))
         return {"dout": dout, "xhat": xhat, "weight": weight, "rstd": rstd,
-                "dxhat": lambda p: p["dout"] * p["weight"], "rstd^3": rstd ** 3, no_eps: rstd0}
+                "dxhat": lambda p: p["dout"] * p["weight"], "rstd^3": rstd ** 3, no_eps: rstd0,
+                "the mean over the row": lambda p: _mean, **EVERY}
     return parts
 
 
 def _norm_terms(bias, path):
     def terms(p):
-        dxhat, xhat, rstd = p["dxhat"], p["xhat"], p["rstd"]
+        dxhat, xhat, rstd, mean = p["dxhat"], p["xhat"], p["rstd"], p["the mean over the row"]
         dx = [("dxhat (the direct path)", rstd * dxhat),
-              ("-mean(dxhat) (the path through the mean)", -rstd * _mean(dxhat)),
-              (f"-xhat * mean(dxhat * xhat) ({path})", -rstd * xhat * _mean(dxhat * xhat))]
+              ("-mean(dxhat) (the path through the mean)", -rstd * mean(dxhat)),
+              (f"-xhat * mean(dxhat * xhat) ({path})", -rstd * xhat * mean(dxhat * xhat))]
         return {"dx": dx if bias else dx[::2],
                 "dweight": [("sum over rows of dout * xhat", _rows(p["dout"] * xhat))],
                 **({"dbias": [("sum over rows of dout", _rows(p["dout"]))]} if bias else {})}
@@ -125,7 +131,7 @@ def _gelu_terms(p):
                    ("0.5 x tanh'(u) k (0.5 x tanh'(u) times the k of du/dx)",
                     dout * 0.5 * x * tanh_prime * GELU_K),
                    ("0.5 x tanh'(u) 3 k c x^2 (times the 3 k c x^2 of du/dx)",
-                    dout * 0.5 * x * tanh_prime * (3 * GELU_K * GELU_C * x * x))]}
+                    dout * 0.5 * x * tanh_prime * (3 * GELU_K * GELU_C * p["x^2"]))]}
 
 
 # ----------------------------------------------------------------------------- SwiGLU
@@ -166,7 +172,8 @@ def _rope_terms(p):
 def _softmax_parts(dy, cache):
     y, axis = cache
     return {"dy": dy, "y": y, "dy * y": lambda p: p["dy"] * p["y"],
-            "sum(dy * y)": lambda p: np.sum(p["dy * y"], axis=axis, keepdims=True)}
+            "the sum along the axis": lambda p: lambda a: np.sum(a, axis=axis, keepdims=True),
+            "sum(dy * y)": lambda p: p["the sum along the axis"](p["dy * y"]), **EVERY}
 
 
 # ----------------------------------------------------------------------------- cross-entropy
@@ -204,7 +211,8 @@ def _attention_parts(dout, cache):
             "a transpose (^T)": lambda p: _T, "P without the causal mask": _softmax_rows(S, False),
             "P with the causal mask": _softmax_rows(S, True),
             "P * dP": lambda p: p["P"] * (p["dout"] @ _T(p["v"])),
-            "P rowsum(P * dP)": lambda p: p["P"] * np.sum(p["P * dP"], axis=-1, keepdims=True)}
+            "the sum over the row": lambda p: lambda a: np.sum(a, axis=-1, keepdims=True),
+            "P rowsum(P * dP)": lambda p: p["P"] * p["the sum over the row"](p["P * dP"]), **EVERY}
 
 
 def _attention_terms(p):
@@ -247,12 +255,13 @@ DERIVATIONS = {
     "rmsnorm": (_norm_parts("1/sqrt(mean(x^2)) (eps left out)"),
                 _norm_terms(0, "the projection, the path through mean(x^2)")),
     "gelu": (lambda dout, c: {"dout": dout, "x": c[0], "t": c[1], "1 - t": lambda p: 1 - p["t"],
+                              "x^2": lambda p: p["x"] * p["x"],
                               "tanh'(u) = 1 - t^2": lambda p: 1 - p["t"] * p["t"]}, _gelu_terms),
     "relu2": (lambda dout, r: {"dout": dout, "r": r,
                                "x > 0": lambda p: (p["r"] > 0).astype(p["r"].dtype)},
               lambda p: {"dx": [("2 r (d(r^2)/dr, with r = max(x, 0))", p["dout"] * 2 * p["r"])]}),
     "silu": (lambda dout, c: {"dout": dout, "x": c[0], "s": c[1], "1 - s": lambda p: 1 - p["s"],
-                              "sigmoid'(x) = s (1 - s)": lambda p: p["s"] * (1 - p["s"])},
+                              "sigmoid'(x) = s (1 - s)": lambda p: p["s"] * p["1 - s"]},
              lambda p: {"dx": [("s (d(x)/dx times s)", p["dout"] * p["s"]),
                                ("x s (1 - s) (x times sigmoid'(x))",
                                 p["dout"] * p["x"] * p["sigmoid'(x) = s (1 - s)"])]}),

@@ -267,10 +267,13 @@ KINDS = [   # (exercise, a learner's backward, {gradient: what the check must sa
      "du/dx), is missing"}),
     ("gelu", lambda d, c: _gelu(d, c, dudx=lambda x: GELU_K * (1 + GELU_C * x * x)),
      {"dx": "term 4, 0.5 x tanh'(u) 3 k c x^2 (times the 3 k c x^2 of du/dx), is multiplied by 1/3"}),
+    ("gelu", lambda d, c: _gelu(d, c, dudx=lambda x: GELU_K * (1 + 3 * GELU_C * x)),
+     {"dx": "your dx has x in place of x^2"}),
     ("gelu", lambda d, c: _gelu(d, c, tanh_prime=lambda t: 1 - t),
      {"dx": "your dx has 1 - t in place of tanh'(u) = 1 - t^2"}),
     ("gelu", lambda d, c: _gelu(d, c, k=0.79788), {"dx": "are multiplied by 0.9999943 (a rounded "
                                                          "constant?)"}),
+    ("silu", lambda d, c: d * (c[1] + c[0] * c[1] * c[1]), {"dx": "your dx has s in place of 1 - s"}),
     ("silu", lambda d, c: d * (c[1] + c[0] * (1 - c[1])),
      {"dx": "your dx has 1 - s in place of sigmoid'(x) = s (1 - s)"}),
     ("swiglu", lambda d, c: _swiglu(d, c, dsilu=lambda a, s: s), {
@@ -312,8 +315,18 @@ KINDS = [   # (exercise, a learner's backward, {gradient: what the check must sa
         g: f"your {g} has P without the causal mask in place of P" for g in ("dq", "dk", "dv")}),
     ("attention", lambda d, c: _attention(d, c, P_of=_masked), {
         g: f"your {g} has P with the causal mask in place of P" for g in ("dq", "dk", "dv")}),
+    # a reduction over every entry where one over a row belongs (the axis left out)
+    ("softmax", lambda dy, c: c[0] * dy - c[0] * np.sum(dy * c[0]), {"dx": "your dx has the sum "
+     "over every entry (no axis) in place of the sum along the axis"}),
+    ("attention", lambda d, c: _attention(d, c, dk_of=lambda dS, q, dq: T(
+        c[3] * (d @ T(c[2])) - c[3] * np.sum(c[3] * (d @ T(c[2])))) @ q), {"dk": "your dk has the "
+        "sum over every entry (no axis) in place of the sum over the row"}),
     # the output in place of the input; rstd^3 where rstd belongs; eps left out
     ("silu", lambda d, c: d * c[1] * (1 + c[0] * c[1] * (1 - c[1])), {"dx": "your dx has out in place of x"}),
+    ("layernorm", lambda d, c: (lambda x, w, r: (r * (d * w - np.mean(d * w) - x * np.mean(
+        d * w * x, axis=-1, keepdims=True)), *EXERCISES["layernorm"].backward(d, c)[1:]))(*c),
+     {"dx": "in your dx, term 2, -mean(dxhat) (the path through the mean), has the mean over "
+            "every entry (no axis) in place of the mean over the row"}),
     ("layernorm", lambda d, c: _norm(d, c, rstd3=True), {"dx": "in your dx, term 3, -xhat * "
      "mean(dxhat * xhat) (the path through the variance), has rstd^3 in place of rstd"}),
     ("rmsnorm", lambda d, c: _norm(d, c, rstd3=True, mean_term=False),
@@ -329,7 +342,7 @@ KINDS = [   # (exercise, a learner's backward, {gradient: what the check must sa
     ("rmsnorm", lambda d, c: (lambda dx, dw: (dx, dw[None]))(*EXERCISES["rmsnorm"].backward(d, c)),
      {"dweight": "dweight has shape (1, 6) in x (2, 3, 6); it must be (6,): the values are right "
                  "(keepdims=True, or a reshape left out?)"}),
-    ("softmax", lambda dy, c: c[0] * (1 - c[0]) * dy, {"dx": "your dx has dy * y in place of sum(dy * y)"}),
+    ("softmax", lambda dy, c: c[0] * (1 - c[0]) * dy, {"dx": "your dx leaves out the sum along the axis"}),
     ("embedding", lambda d, c: (lambda w: (w.__setitem__(c[0], d.reshape(-1, c[1][1])), w)[1])(
         np.zeros(c[1], c[2])), {"dweight": "your dweight is the right one without term 2, the sum of "
                                            "dout at a row's earlier lookups"}),
@@ -491,6 +504,20 @@ def test_a_backward_that_hangs_is_one_line_naming_the_case(monkeypatch, tmp_path
     assert main(["check", "relu2", "--file", str(path)]) == 1
     assert capsys.readouterr().out.splitlines() == [
         "your relu2_backward did not return within 0.2 s on x (3, 5) (a loop that never ends?)"]
+
+
+def test_no_time_limit_while_a_debugger_runs(monkeypatch):
+    import time
+    monkeypatch.setattr(check, "TIME_LIMIT", 0.02)
+
+    def slow(dout, cache):
+        time.sleep(0.08)
+        return EXERCISES["relu2"].backward(dout, cache)
+    sys.settrace(lambda *_: None)     # as pdb does, in a breakpoint() of the learner's
+    try:
+        assert check.verdict(EXERCISES["relu2"], slow, "mine.py").status == "right"
+    finally:
+        sys.settrace(None)
 
 
 def test_the_learners_prints_go_to_stderr_and_a_closed_stdout_does_not_matter(monkeypatch, capsys):
