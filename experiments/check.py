@@ -115,7 +115,7 @@ def _arrays(cache):
         a for a in cache if isinstance(a, np.ndarray)]
 
 
-def _run(ex, fn, cases, where):
+def _run(ex, fn, cases, where, path):
     """The learner's gradients on every case, or a Verdict saying why there are none; and what
     it modified in place."""
     code = getattr(getattr(fn, "__code__", None), "co_filename", None)
@@ -136,7 +136,7 @@ def _run(ex, fn, cases, where):
             return None, Verdict("wrong", [line], blocker=line), modified
         except LEARNERS as e:
             return None, Verdict("raised", error=learner_error(
-                e, code, where, f"your {ex.function}", f" on {case.label}")), modified
+                e, code, path or code, f"your {ex.function}", f" on {case.label}")), modified
         bad = _structure(ex, got)
         if bad:
             return None, Verdict("wrong", [bad], blocker=bad), modified
@@ -217,7 +217,7 @@ def verdict(ex, fn, where, path=None):
     """Check ``fn`` as the backward of exercise ``ex``, named ``where`` in the report (its file,
     ``path``, or its name); nothing is printed."""
     cases, cases32 = make_cases(ex, SEED), make_cases(ex, SEED, np.float32)
-    results, stop, modified = _run(ex, fn, cases + cases32, where)
+    results, stop, modified = _run(ex, fn, cases + cases32, where, path)
     if stop:
         return stop
     found = [terms_of(ex, ex.parts(c.dout, c.cache), dict(zip(ex.grads, map(np.shape, c.right))))
@@ -229,8 +229,9 @@ def verdict(ex, fn, where, path=None):
              "  " + "; ".join(c.label for c in cases)]
     grads, blocker = {}, ""
     for j, g in enumerate(ex.grads):
-        ok, said, bad = _gradient(ex, j, cases, cases32, results[:len(cases)],
-                                  results[len(cases):], found, changed)
+        with np.errstate(all="ignore"):   # NaN and inf in yours are for the diagnosis to say
+            ok, said, bad = _gradient(ex, j, cases, cases32, results[:len(cases)],
+                                      results[len(cases):], found, changed)
         grads[g], blocker = "right" if ok else "wrong", blocker or bad
         lines += [f"{g:<{width}}{said[0]}"] + [" " * width + s for s in said[1:]]
     if modified:

@@ -74,7 +74,7 @@ def check(name, fn):
     if not callable(fn):
         raise TypeError(f"check: fn must be a function (dout, cache) -> gradients, got "
                         f"{type(fn).__name__}")
-    v = verdict(EXERCISES[name], fn, getattr(fn, "__name__", "your function"))
+    v = verdict(EXERCISES[name], fn, f"your function {getattr(fn, '__name__', '')}".rstrip())
     show(v)
     return v
 

@@ -1,8 +1,7 @@
 """The file ``python -m experiments.exercise start NAME`` writes: the layer's forward in full
-(copied from its source, with the helpers it reads), then the backward to write: what its cache
-holds, what it returns and steps that lead through the derivation without giving it; its body
-raises ``NotImplementedError``. ``PROMPTS`` holds each backward's docstring after its first line
-("Gradients of NAME_forward; dout: dL/dout, out's shape."), which ``template`` writes.
+(copied from its source, with the helpers it reads), then the backward to write, whose docstring
+(``PROMPTS``) says what its cache holds, what it returns, and leads through the derivation
+without giving it; its body raises ``NotImplementedError``.
 """
 from __future__ import annotations
 
@@ -103,8 +102,7 @@ PROMPTS = {
            `axis` with keepdims=True.
 
     Check yourself: every row of dx sums to 0 (a constant added to a row changes nothing).''',
-    "cross_entropy": '''Reduction "mean" (the default); dloss is a 0-d array (1 when backward
-    starts at the loss; random in the check).
+    "cross_entropy": '''With reduction "mean" (the default) the loss and dloss are 0-d arrays.
     cache: (probs, t, valid, eps, reduction, count, shape): probs (N, V), the softmax of the
         logits' rows (N = B * T); t (N,), the targets; valid (all True: no ignore_index), eps
         (0.0: no label smoothing) and reduction ("mean") are for later, the derivation's
@@ -190,10 +188,10 @@ The check and a training run call the layer's own forward (this copy is for read
 hand your backward its cache. The derivation, when you are done or stuck:
 {ex.link}.
 """'''
-    head = (f"Gradients {', '.join(ex.grads)} of {ex.name}_forward, each of its input's dtype; "
-            f"{ex.upstream}: dL/d{'out' if ex.upstream == 'dout' else ex.upstream[1:]}, "
-            f"the output's shape.")
-    stub = (f'def {ex.function}({ex.upstream}, cache):\n    """{head}\n\n    {PROMPTS[ex.name]}\n'
+    head = (f"{'Gradient' if len(ex.grads) == 1 else 'Gradients'} {', '.join(ex.grads)} of "
+            f"{ex.name}_forward, each of its input's dtype.\n\n    {ex.upstream}: dL/d"
+            f"{'out' if ex.upstream == 'dout' else ex.upstream[1:]}, the output's shape.")
+    stub = (f'def {ex.function}({ex.upstream}, cache):\n    """{head}\n    {PROMPTS[ex.name]}\n'
             f'    """\n    raise NotImplementedError("{ex.function}: not written yet")')
     constants = "".join(_source_of(ex.module, n) for n in ex.helpers
                         if not callable(getattr(ex.module, n)))
