@@ -51,16 +51,18 @@ def variants(ex, cases):
     function; the ones built from others first), another of as many axes in its place (the
     forward's ``out`` among them), two of them exchanged."""
     raws = [{**ex.parts(c.dout, c.cache), "out": c.out} for c in cases]
-    values = [{k: Parts(r)[k] for k in r} for r in raws]
-    reader = Parts(raws[0])
-    ex.terms(reader)
+    parts = [Parts(r) for r in raws]
+    ex.terms(parts[0])
+    read = set(parts[0].read)
+    values = [{k: p[k] for k in r} for p, r in zip(parts, raws)]
     keys = [k for k, v in values[0].items()
             if isinstance(v, (np.ndarray, np.generic, types.FunctionType))]
-    read = [k for k in keys if k in reader.read]
+    read = [k for k in keys if k in read]
 
     def alike(a, b):
         return all((callable(v[a]), np.ndim(v[a])) == (callable(v[b]), np.ndim(v[b]))
                    for v in values)
+
     def one(x):
         return (lambda y: y) if callable(x) else np.ones_like(x)
     changes = [(f"leaves out {a}", [{a: one(v[a])} for v in values]) for a in read[::-1]]
