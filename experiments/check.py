@@ -18,6 +18,8 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from minigrad.gradcheck import numerical_vjp
+
 from experiments import diagnosis
 from experiments.exercises import as_tuple, make_cases
 from experiments.terms import terms_of, variants
@@ -150,23 +152,12 @@ def _run(ex, fn, cases, where, path):
 
 
 def numerical(ex, case, i):
-    """Central differences of ``sum(dout * forward(...))`` with respect to input ``i``."""
-    args = [np.array(a) for a in case.args]              # copies, contiguous
-    x, grad = args[i], np.empty(args[i].size)
-    flat = x.reshape(-1)                                  # a view: writes reach x
-    h = CD_STEP * (np.abs(x).max(initial=0.0) or 1.0)    # a step in proportion to x
-
-    def f():
-        return float(np.sum(case.dout * ex.forward(*args, **case.kwargs)[0]))
-
-    for k in range(x.size):
-        old = flat[k]
-        flat[k] = old + h
-        plus = f()
-        flat[k] = old - h
-        grad[k] = (plus - f()) / (2 * h)
-        flat[k] = old
-    return grad.reshape(x.shape)
+    """Central differences of ``sum(dout * forward(...))`` with respect to input ``i``, the step
+    ``CD_STEP`` of its largest entry (``minigrad.gradcheck.numerical_vjp``)."""
+    args = [np.array(a) for a in case.args]              # copies: the step is taken in place
+    h = CD_STEP * (np.abs(args[i]).max(initial=0.0) or 1.0)
+    return numerical_vjp(lambda: ex.forward(*args, **case.kwargs)[0], args[i], h,
+                         case.dout).reshape(args[i].shape)
 
 
 def _of(changed, g):
