@@ -212,7 +212,7 @@ class Report:
         if not self.args.backward:
             return ""
         return learner.trained_with(self.args.backward,
-                                    [n for n, vs in self.called().items() if vs])
+                                    {n for e in self.runs for n in e["backward_called"]})
 
     # ------------------------------------------------------------------ the outputs
     def stdout_lines(self):

@@ -1,0 +1,288 @@
+"""The named terms of every exercise's backward, as ``docs/derivations.md`` writes them, and
+the quantities they are built from (``DERIVATIONS``: name -> (parts, terms)).
+
+* ``parts(dout, cache)``: the derivation's quantities, from what a backward gets: arrays, or
+  rules ``p -> value`` computed from the others (``Parts``), so that a quantity put in
+  another's place reaches all that is built on it. Some are there to be confused with the
+  right ones (``1 - t`` for tanh', ``rstd^3``, P without the mask).
+* ``terms(p)``: per gradient, its named terms ``[(label, array)]``, whose sum is the right
+  gradient (a test holds it against the layer's backward).
+
+``variants`` changes one quantity at a time, for the diagnosis (``experiments/diagnosis.py``).
+"""
+import itertools
+import types
+
+import numpy as np
+
+from layers.gelu import GELU_C, GELU_K
+from layers.rope import rotate_half
+
+
+class Parts(dict):
+    """The quantities of one case (``Exercise.parts``): its arrays and those ``put`` in their
+    place; its rules computed on first use, from these."""
+
+    def __init__(self, raw, put=None):
+        super().__init__({k: v for k, v in raw.items() if not callable(v)})
+        self.update(put or {})
+        self.rules, self.read = raw, set()   # what terms read, built ones through their rules
+
+    def __missing__(self, key):
+        value = self[key] = self.rules[key](self)
+        return value
+
+    def __getitem__(self, key):
+        self.read.add(key)
+        return super().__getitem__(key)
+
+
+def terms_of(ex, raw, shapes, put=None):
+    """``{gradient: [(label, term)]}`` of the quantities ``raw`` (``put`` in place of some), each
+    term broadcast to its gradient's shape (``shapes``)."""
+    with np.errstate(all="ignore"):
+        found = ex.terms(Parts(raw, put))
+    return {g: [(label, np.broadcast_to(a, shapes[g])) for label, a in found[g]] for g in found}
+
+
+def variants(ex, cases):
+    """The derivation with one quantity changed in every case: (what changed, per case
+    ``terms_of``): a quantity the terms read left out (1 in its place, the identity for a
+    function; the ones built from others first), another of as many axes in its place (the
+    forward's ``out`` among them), two of them exchanged."""
+    raws = [{**ex.parts(c.dout, c.cache), "out": c.out} for c in cases]
+    parts = [Parts(r) for r in raws]
+    ex.terms(parts[0])
+    read = set(parts[0].read)
+    values = [{k: p[k] for k in r} for p, r in zip(parts, raws)]
+    keys = [k for k, v in values[0].items()
+            if isinstance(v, (np.ndarray, np.generic, types.FunctionType))]
+    read = [k for k in keys if k in read]
+
+    def alike(a, b):
+        return all((callable(v[a]), np.ndim(v[a])) == (callable(v[b]), np.ndim(v[b]))
+                   for v in values)
+
+    def one(x):
+        return (lambda y: y) if callable(x) else np.ones_like(x)
+    changes = [(f"leaves out {a}", [{a: one(v[a])} for v in values]) for a in read[::-1]]
+    changes += [(f"has {b} in place of {a}", [{a: v[b]} for v in values])
+                for a in read for b in keys if b != a and alike(a, b)]
+    changes += [(f"has {a} and {b} exchanged", [{a: v[b], b: v[a]} for v in values])
+                for a, b in itertools.combinations(read, 2) if alike(a, b)]
+    for what, puts in changes:
+        try:
+            yield what, [terms_of(ex, r, dict(zip(ex.grads, map(np.shape, c.right))), put)
+                         for r, c, put in zip(raws, cases, puts)]
+        except (ValueError, IndexError, TypeError):   # it does not fit where it is put
+            continue
+
+
+def _mean(a):
+    return np.mean(a, axis=-1, keepdims=True)       # over the features of each row
+
+
+EVERY = {   # a reduction over every entry where one over a row belongs (an axis left out)
+    "the mean over every entry (no axis)": lambda p: lambda a: np.mean(a, keepdims=True),
+    "the sum over every entry (no axis)": lambda p: lambda a: np.sum(a, keepdims=True)}
+
+
+def _rows(a):
+    return a.reshape(-1, a.shape[-1]).sum(axis=0)   # over every leading axis
+
+
+def _T(a):
+    return np.swapaxes(a, -1, -2)
+
+
+# ----------------------------------------------------------------------------- norms
+# LayerNorm: dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dout * weight
+# RMSNorm:   dx = rstd * (dxhat - xhat * mean(dxhat * xhat))
+
+def _norm_parts(no_eps):
+    def parts(dout, cache):
+        xhat, weight, rstd = cache
+        with np.errstate(all="ignore"):   # 0/0 where a row is constant: C = 1
+            rstd0 = rstd / np.sqrt(_mean(xhat * xhat))
+        return {"dout": dout, "xhat": xhat, "weight": weight, "rstd": rstd,
+                "dxhat": lambda p: p["dout"] * p["weight"], "rstd^3": rstd ** 3, no_eps: rstd0,
+                "the mean over the row": lambda p: _mean, **EVERY}
+    return parts
+
+
+def _norm_terms(bias, path):
+    def terms(p):
+        dxhat, xhat, rstd, mean = p["dxhat"], p["xhat"], p["rstd"], p["the mean over the row"]
+        dx = [("dxhat (the direct path)", rstd * dxhat),
+              ("-mean(dxhat) (the path through the mean)", -rstd * mean(dxhat)),
+              (f"-xhat * mean(dxhat * xhat) ({path})", -rstd * xhat * mean(dxhat * xhat))]
+        return {"dx": dx if bias else dx[::2],
+                "dweight": [("sum over rows of dout * xhat", _rows(p["dout"] * xhat))],
+                **({"dbias": [("sum over rows of dout", _rows(p["dout"]))]} if bias else {})}
+    return terms
+
+
+# ----------------------------------------------------------------------------- elementwise
+# GELU: dx = dout * (0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2)); ReLU²: dx = dout * 2 r;
+# SiLU: dx = dout * (s + x s (1 - s))
+
+def _gelu_terms(p):
+    x, dout, tanh_prime = p["x"], p["dout"], p["tanh'(u) = 1 - t^2"]
+    return {"dx": [("0.5 (d(0.5 x)/dx times the 1 of 1 + t)", dout * 0.5),
+                   ("0.5 t (times the t of 1 + t)", dout * 0.5 * p["t"]),
+                   ("0.5 x tanh'(u) k (0.5 x tanh'(u) times the k of du/dx)",
+                    dout * 0.5 * x * tanh_prime * GELU_K),
+                   ("0.5 x tanh'(u) 3 k c x^2 (times the 3 k c x^2 of du/dx)",
+                    dout * 0.5 * x * tanh_prime * (3 * GELU_K * GELU_C * p["x^2"]))]}
+
+
+# ----------------------------------------------------------------------------- SwiGLU
+# dh = dout Wd, du = dh * g, da = dh * u * silu'(a); dx = da Wg + du Wu
+
+def _swiglu_parts(dout, cache):
+    x2, a, s, u, g, w_gate, w_up, w_down = cache
+    return {"dout": dout, "x": x2, "a": a, "s": s, "u": u, "g": g, "Wg": w_gate, "Wu": w_up,
+            "Wd": w_down, "h = g * u": lambda p: p["g"] * p["u"],
+            "dh": lambda p: p["dout"].reshape(-1, p["Wd"].shape[0]) @ p["Wd"],
+            "silu'(a) = s (1 + a (1 - s))": lambda p: p["s"] * (1 + p["a"] * (1 - p["s"])),
+            "sigmoid'(a) = s (1 - s)": lambda p: p["s"] * (1 - p["s"])}
+
+
+def _swiglu_terms(p):
+    x2, d2, shape = p["x"], p["dout"].reshape(-1, p["Wd"].shape[0]), p["dout"].shape[:-1] + (-1,)
+    da = p["dh"] * p["u"] * p["silu'(a) = s (1 + a (1 - s))"]     # (N, H)
+    du = p["dh"] * p["g"]                                         # (N, H)
+    return {"dx": [("da Wg (the gate branch)", (da @ p["Wg"]).reshape(shape)),
+                   ("du Wu (the up branch)", (du @ p["Wu"]).reshape(shape))],
+            "dw_gate": [("da^T x", da.T @ x2)], "dw_up": [("du^T x", du.T @ x2)],
+            "dw_down": [("dout^T h", d2.T @ p["h = g * u"])]}
+
+
+# ----------------------------------------------------------------------------- RoPE, softmax
+# RoPE: dx = dout * cos - rotate_half(dout * sin); softmax: dx = y * dy - y * sum(dy * y)
+
+def _neox(x):   # GPT-NeoX's rotate_half: (first half, second half) -> (-second, first)
+    return np.concatenate((-x[..., x.shape[-1] // 2:], x[..., :x.shape[-1] // 2]), axis=-1)
+
+
+def _rope_terms(p):
+    return {"dx": [("dout * cos", p["dout"] * p["cos"]),
+                   ("-rotate_half(dout * sin) (the transpose of rotate_half is -rotate_half: the "
+                    "backward rotates by -theta)", -p["rotate_half"](p["dout"] * p["sin"]))]}
+
+
+def _softmax_parts(dy, cache):
+    y, axis = cache
+    return {"dy": dy, "y": y, "dy * y": lambda p: p["dy"] * p["y"],
+            "the sum along the axis": lambda p: lambda a: np.sum(a, axis=axis, keepdims=True),
+            "sum(dy * y)": lambda p: p["the sum along the axis"](p["dy * y"]), **EVERY}
+
+
+# ----------------------------------------------------------------------------- cross-entropy
+# dlogits = (probs - onehot(targets)) * dloss / N        (reduction "mean")
+
+def _cross_entropy_parts(dloss, cache):
+    probs, t, valid, eps, reduction, count, shape = cache
+    onehot = np.zeros_like(probs)
+    onehot[np.arange(len(t)), t] = 1
+    return {"dloss": dloss, "probs": probs, "onehot(targets)": onehot,
+            "1/N": np.asarray(1 / count, probs.dtype), "shape": lambda p: shape}
+
+
+def _cross_entropy_terms(p):
+    w = p["dloss"] * p["1/N"]
+    return {"dlogits": [("probs (the softmax, the derivative of log-sum-exp)",
+                         (p["probs"] * w).reshape(p["shape"])),
+                        ("-onehot(targets) (the target's own logit)",
+                         (-p["onehot(targets)"] * w).reshape(p["shape"]))]}
+
+
+# ----------------------------------------------------------------------------- attention
+# dP = dout v^T, dS = P * dP - P * rowsum(P * dP); dq = dS k / sqrt(hs), dk = dS^T q / sqrt(hs)
+
+def _softmax_rows(S, mask):
+    S = np.where(np.triu(np.ones(S.shape[-2:], bool), 1), -np.inf, S) if mask else S
+    e = np.exp(S - S.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _attention_parts(dout, cache):
+    q, k, v, P, scale = cache
+    S = q @ _T(k) * scale
+    return {"dout": dout, "q": q, "k": k, "v": v, "P": P, "1/sqrt(hs)": np.asarray(scale),
+            "a transpose (^T)": lambda p: _T, "P without the causal mask": _softmax_rows(S, False),
+            "P with the causal mask": _softmax_rows(S, True),
+            "P * dP": lambda p: p["P"] * (p["dout"] @ _T(p["v"])),
+            "the sum over the row": lambda p: lambda a: np.sum(a, axis=-1, keepdims=True),
+            "P rowsum(P * dP)": lambda p: p["P"] * p["the sum over the row"](p["P * dP"]), **EVERY}
+
+
+def _attention_terms(p):
+    s, T, q, k = p["1/sqrt(hs)"], p["a transpose (^T)"], p["q"], p["k"]
+    diag, norm = p["P * dP"], -p["P rowsum(P * dP)"]
+    return {"dq": [("(P * dP) k / sqrt(hs) (the softmax's diagonal)", diag @ k * s),
+                   ("-(P rowsum(P * dP)) k / sqrt(hs) (the softmax's normalisation)",
+                    norm @ k * s)],
+            "dk": [("(P * dP)^T q / sqrt(hs) (the softmax's diagonal)", T(diag) @ q * s),
+                   ("-(P rowsum(P * dP))^T q / sqrt(hs) (the softmax's normalisation)",
+                    T(norm) @ q * s)],
+            "dv": [("P^T dout", T(p["P"]) @ p["dout"])]}
+
+
+# ----------------------------------------------------------------------------- linear, embedding
+# linear: dx = dout W, dweight = dout^T x, dbias = sum over rows of dout
+# embedding: dweight[v] = the sum of dout over the positions that looked up v
+
+def _embedding_terms(p):
+    idx, d2, shape, dtype = p["idx"], p["dout"], p["shape"], p["dtype"]
+    last = len(idx) - 1 - np.unique(idx[::-1], return_index=True)[1]  # each row's last lookup
+    earlier = np.setdiff1d(np.arange(len(idx)), last)
+    once, again = np.zeros(shape, dtype), np.zeros(shape, dtype)
+    once[idx[last]] = d2[last]
+    np.add.at(again, idx[earlier], d2[earlier])
+    return {"dweight": [("dout at each row's last lookup", once),
+                        ("the sum of dout at a row's earlier lookups (a row looked up k times "
+                         "gets the sum of its k gradients; where idx repeats, a[idx] = v and "
+                         "a[idx] += v keep one of them, np.add.at(a, idx, v) adds every one)",
+                         again)]}
+
+
+
+
+# ----------------------------------------------------------------------------- by name
+
+DERIVATIONS = {
+    "layernorm": (_norm_parts("1/sqrt(var) (eps left out)"),
+                  _norm_terms(1, "the path through the variance")),
+    "rmsnorm": (_norm_parts("1/sqrt(mean(x^2)) (eps left out)"),
+                _norm_terms(0, "the projection, the path through mean(x^2)")),
+    "gelu": (lambda dout, c: {"dout": dout, "x": c[0], "t": c[1], "1 - t": lambda p: 1 - p["t"],
+                              "x^2": lambda p: p["x"] * p["x"],
+                              "tanh'(u) = 1 - t^2": lambda p: 1 - p["t"] * p["t"]}, _gelu_terms),
+    "relu2": (lambda dout, r: {"dout": dout, "r": r,
+                               "x > 0": lambda p: (p["r"] > 0).astype(p["r"].dtype)},
+              lambda p: {"dx": [("2 r (d(r^2)/dr, with r = max(x, 0))", p["dout"] * 2 * p["r"])]}),
+    "silu": (lambda dout, c: {"dout": dout, "x": c[0], "s": c[1], "1 - s": lambda p: 1 - p["s"],
+                              "sigmoid'(x) = s (1 - s)": lambda p: p["s"] * p["1 - s"]},
+             lambda p: {"dx": [("s (d(x)/dx times s)", p["dout"] * p["s"]),
+                               ("x s (1 - s) (x times sigmoid'(x))",
+                                p["dout"] * p["x"] * p["sigmoid'(x) = s (1 - s)"])]}),
+    "swiglu": (_swiglu_parts, _swiglu_terms),
+    "rope": (lambda dout, c: {"dout": dout, "cos": c[0], "sin": c[1],
+                              "rotate_half": lambda p: rotate_half,
+                              "NeoX's rotate_half (halves, not pairs)": lambda p: _neox},
+             _rope_terms),
+    "softmax": (_softmax_parts, lambda p: {"dx": [
+        ("y * dy (diag(y) dy)", p["y"] * p["dy"]),
+        ("-y * sum(dy * y) (-y y^T dy)", -p["y"] * p["sum(dy * y)"])]}),
+    "cross_entropy": (_cross_entropy_parts, _cross_entropy_terms),
+    "attention": (_attention_parts, _attention_terms),
+    "linear": (lambda dout, c: {"dout": dout.reshape(-1, c[1].shape[0]), "weight": c[1],
+                                "x": c[0].reshape(-1, c[1].shape[1]), "shape": lambda p: c[0].shape},
+               lambda p: {"dx": [("dout W", (p["dout"] @ p["weight"]).reshape(p["shape"]))],
+                          "dweight": [("dout^T x", p["dout"].T @ p["x"])],
+                          "dbias": [("sum over rows of dout", p["dout"].sum(0))]}),
+    "embedding": (lambda dout, c: {"dout": dout.reshape(-1, c[1][1]), "idx": c[0],
+                                   "shape": lambda p: c[1], "dtype": lambda p: c[2]},
+                  _embedding_terms),
+}
