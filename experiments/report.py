@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+import minigrad
 from gpt.data import eval_windows
 
 from experiments import learner, options, stats
@@ -33,15 +34,6 @@ def fmt_diff(d):
         return "-"
     sg = lambda x: format(x, "+.4g") if abs(x) >= 1e4 else format(x, "+.4f")  # noqa: E731
     return sg(d["mean"]) + (f" [{sg(d['low'])}, {sg(d['high'])}]" if d["low"] is not None else "")
-
-
-def run_line(study, e, n_seeds):
-    """The line printed as a run finishes: ``  ln      gelu        params=105216  train=..``."""
-    v = next(v for v in study.variants if v.name == e["name"])
-    line = f"  {labels(study, v)}  params={e['params']:>6d}  " + (
-        f"diverged: {e['message']}" if e["status"] != "ok" else
-        f"train={fmt(e['train_loss'])}  val={fmt(e['val_loss'])}")
-    return line + (f"  seed {e['seed']}" if n_seeds > 1 else "")
 
 
 def labels(study, v):
@@ -85,17 +77,13 @@ class Report:
             m: self.paired(v.name, self.baseline, m) for m, _ in METRICS}
         return out
 
-    def positions(self, split):
-        """``(counted, total)`` target positions of a final ``split`` loss, and the split's."""
-        data = self.data.train if split == "train" else self.data.val
-        mask = eval_windows(data, self.args.block_size, self.args.eval_tokens)[2]
-        return int(mask.sum()), len(data) - 1
-
     def positions_text(self, split):
-        """"all 176 positions" or "32 of 1,594 positions"."""
-        counted, total = self.positions(split)
-        return f"all {total:,} positions" if counted == total else \
-            f"{counted:,} of {total:,} positions"
+        """The target positions a final ``split`` loss covers: "all 176 positions" or "32 of
+        1,594 positions"."""
+        data = self.data.train if split == "train" else self.data.val
+        counted = int(eval_windows(data, self.args.block_size, self.args.eval_tokens)[2].sum())
+        return f"all {len(data) - 1:,} positions" if counted == len(data) - 1 else \
+            f"{counted:,} of {len(data) - 1:,} positions"
 
     @property
     def any_diverged(self):
@@ -255,11 +243,6 @@ class Report:
         for split, ids in (("train", d.train), ("val", d.val)):
             w = eval_windows(ids, a.block_size, a.eval_tokens)
             tokens[split] = (int(w[0].shape[0]), int(w[2].sum()))
-        from importlib.metadata import PackageNotFoundError, version
-        try:
-            pkg = version("minigrad-gpt")
-        except PackageNotFoundError:
-            pkg = None
         doc = {
             "experiment": study.name, "run_id": self.run_id, "files": list(self.files),
             "status": "diverged" if self.any_diverged else "ok",
@@ -285,22 +268,18 @@ class Report:
                     "train_fraction": options.TRAIN_FRACTION,
                     "train_tokens": len(d.train), "val_tokens": len(d.val)},
                 "evaluation": {
-                    "train_loss/val_loss": "mean cross-entropy (nats/token) over the split's "
-                                           "target positions (*_loss_tokens of them), fixed "
-                                           "windows",
-                    "eval_tokens": a.eval_tokens,
-                    "train_windows": tokens["train"][0], "val_windows": tokens["val"][0],
-                    "train_loss_tokens": tokens["train"][1],
+                    "eval_tokens": a.eval_tokens, "train_windows": tokens["train"][0],
+                    "val_windows": tokens["val"][0], "train_loss_tokens": tokens["train"][1],
                     "val_loss_tokens": tokens["val"][1], "val_curve_tokens": tokens["val"][1],
-                    "train_loss_one_batch/val_loss_one_batch": "the chapter's estimate: one "
-                                                               "random batch, after training",
-                    "statistics": "per variant: mean and sample sd (ddof 1) over the seeds "
-                                  "that trained; difference_from_baseline: paired by seed, "
-                                  "mean with a 95% Student-t interval"}},
+                    "about": "train_loss/val_loss: mean cross-entropy (nats/token) over the "
+                             "*_loss_tokens target positions, fixed windows; *_one_batch: the "
+                             "chapter's one random batch after training; per variant: mean and "
+                             "sample sd over the seeds that trained, and the paired difference "
+                             "from the baseline with a 95% Student-t interval"}},
             "backward": [{"exercise": s.name, "file": s.path, "check": s.status,
                           "called_by": self.called()[s.name]} for s in a.backward or ()] or None,
             "uniform_baseline": self.uniform_baseline,
-            "versions": {"minigrad-gpt": pkg, "python": platform.python_version(),
+            "versions": {"minigrad-gpt": minigrad.__version__, "python": platform.python_version(),
                          "numpy": np.__version__, "platform": platform.platform()},
             "variants": list(self.summaries.values()),
             "runs": [{k: v for k, v in e.items() if not k.startswith("_")} for e in self.runs]}

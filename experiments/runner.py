@@ -233,9 +233,13 @@ def run(study, argv):
                  f"run {run_id}")
     cli.blas_threads(args.threads)
     entries = []
-    for entry in cli.run_all(train_one, runs, min(args.jobs, len(runs)), client, args.threads):
-        entries.append(entry)
-        cli.progress(report.run_line(study, entry, len(seeds)))
+    for e in cli.run_all(train_one, runs, min(args.jobs, len(runs)), client, args.threads):
+        entries.append(e)   # its line: the variant's labels, params, the losses
+        v = next(v for v in study.variants if v.name == e["name"])
+        result = (f"diverged: {e['message']}" if e["status"] != "ok" else
+                  f"train={report.fmt(e['train_loss'])}  val={report.fmt(e['val_loss'])}")
+        cli.progress(f"  {report.labels(study, v)}  params={e['params']:>6d}  {result}"
+                     + (f"  seed {e['seed']}" if len(seeds) > 1 else ""))
     rep = report.Report(study, args, data, seeds, entries, run_id)
 
     files = {}
