@@ -1,15 +1,9 @@
 """Hidden-state statistics of the residual stream, LayerNorm vs RMSNorm (the chapter's step 4).
 
-Trains the tiny GPT with LayerNorm and with RMSNorm (the MLP of ``--mlp``) and, at step 0 and
-every ``--eval-every`` steps, records the chapter's ``tensor_stats`` (mean, population variance,
-min, max, kurtosis; ``gpt.capture``) of the residual stream entering every block's attention
-(``blocks.i.pre_attn``) and MLP (``blocks.i.pre_mlp``), on a fixed probe batch: the first
-``--batch-size`` evaluation windows of the validation split, the same for every run.
-
-    python -m experiments.hidden_stats --steps 500 --seeds 3 --eval-every 25 --jobs 2
-
-Writes what every study writes (``experiments.runner``; every statistic in results.json),
-``hidden_stats.csv`` and, with matplotlib, ``hidden_stats.png``.
+At step 0 and every ``--eval-every`` steps, the chapter's ``tensor_stats`` (``gpt.capture``) of
+the residual stream entering every block's attention and MLP, on a fixed probe batch (the first
+``--batch-size`` validation windows). Writes what every study writes, ``hidden_stats.csv`` and
+``hidden_stats.png``:  python -m experiments.hidden_stats --steps 500 --seeds 3 --jobs 2
 """
 import numpy as np
 
@@ -17,9 +11,6 @@ from gpt.capture import STAT_NAMES, ResidualStats
 from gpt.data import eval_windows
 
 from experiments import cli, figures, runner
-
-NORM_NAME = {"ln": "LayerNorm", "rms": "RMSNorm"}
-
 
 def probe(run):
     """The probe batch of a run: the first ``batch_size`` validation windows, (B, T)."""
@@ -46,8 +37,9 @@ def closing(report):
     by = mean_stats(report)
     steps = sorted({k[2] for k in by}) or [0]
     sites = list(dict.fromkeys(k[1] for k in by))
-    lines = report.comparison() + ["", "Residual stream entering "
-             "each block's attention (pre_attn) and MLP (pre_mlp), on a fixed probe batch",
+    lines = report.comparison() + [
+        "", "Residual stream entering each block's attention (pre_attn) and MLP (pre_mlp), on a "
+        "fixed probe batch",
              "(the chapter's step 4: population variance, 1e-12 guards; kurtosis 3 for a "
              "Gaussian)" + (f"; mean over {len(report.seeds)} seeds:" if len(report.seeds) > 1
                             else ":"), f"{'variant':8s}  {'site':18s}  {'step':>5s}  "
@@ -61,19 +53,18 @@ def closing(report):
         var0 = [x["var"] for k, x in by.items() if k[0] == v.name and k[2] == steps[0]]
         if at:
             site, var = max(at, key=lambda k: at[k]["kurtosis"]), [x["var"] for x in at.values()]
-            lines.append(f"- {NORM_NAME.get(v.name, v.name)}: at step {steps[-1]} the largest "
-                         f"kurtosis is {at[site]['kurtosis']:.3g} ({site}); the residual "
-                         f"variance ranges {min(var):.3g}-{max(var):.3g} across sites (step "
-                         f"{steps[0]}: {min(var0):.3g}-{max(var0):.3g}).")
+            lines.append(f"- {v.note.split()[0]}: at step {steps[-1]} the largest kurtosis is "
+                         f"{at[site]['kurtosis']:.3g} ({site}); the residual variance ranges "
+                         f"{min(var):.3g}-{max(var):.3g} across sites (step {steps[0]}: "
+                         f"{min(var0):.3g}-{max(var0):.3g}).")
     return lines
 
 
 def files(report):
     """hidden_stats.csv, and hidden_stats.png with matplotlib (unless --no-plots)."""
-    out = {"hidden_stats.csv": "variant,seed,step,site," + ",".join(STAT_NAMES) + "\n" + "".join(
-        f"{name},{seed},{r['step']},{r['site']}," + ",".join(repr(float(r[s])) for s in
-                                                             STAT_NAMES) + "\n"
-        for name, seed, r in rows(report))}
+    out = {"hidden_stats.csv": "".join(",".join(map(str, row)) + "\n" for row in [
+        ("variant", "seed", "step", "site", *STAT_NAMES)] + [(n, seed, r["step"], r["site"], *(
+            repr(float(r[s])) for s in STAT_NAMES)) for n, seed, r in rows(report)])}
     if figures.available() and not report.args.no_plots:
         out["hidden_stats.png"] = lambda path: figures.save(
             figures.hidden_stats(report, mean_stats(report)), path, rect=(0, 0.12, 1, 0.95))
@@ -82,12 +73,10 @@ def files(report):
 
 STUDY = runner.Study(
     name="hidden_stats",
-    description="Train the tiny GPT with LayerNorm and with RMSNorm and record the chapter's "
-                "hidden-state statistics of the residual stream entering every block's "
-                "attention and MLP, every --eval-every steps.",
-    variants=(runner.Variant("ln", {"norm": "ln"}, note="LayerNorm (eps 1e-5) before attention, "
-                                                        "MLP and the output"),
-              runner.Variant("rms", {"norm": "rms"}, note="RMSNorm (eps 1e-6) in the same places")),
+    description="The chapter's hidden-state statistics of the residual stream, with LayerNorm "
+                "and with RMSNorm, every --eval-every steps.",
+    variants=(runner.Variant("ln", {"norm": "ln"}, note="LayerNorm (eps 1e-5) in every norm"),
+              runner.Variant("rms", {"norm": "rms"}, note="RMSNorm (eps 1e-6) in every norm")),
     columns=(("variant", 8),), closing=closing, probe=probe, files=files)
 
 if __name__ == "__main__":
