@@ -1,7 +1,7 @@
-"""Runnable studies built on ``gpt``: ``four_variants`` (the main job, and the runner the other
-studies share: ``break_it``, ``activations``, ``positions``, ``hidden_stats``), ``train`` (one
-model on any text, as nanoGPT's ``train.py``), ``norm_cost``,
-``bench``, the gradient studies ``break_backward`` and ``gradcheck_report``, and ``generate``.
-Run one as ``python -m experiments.<command>``; what every command shares is ``experiments.cli``.
-Importing this package does nothing else.
+"""Runnable studies and commands built on ``gpt``: the studies (``four_variants``, the main job;
+``break_it``, ``activations``, ``positions``, ``hidden_stats``), each a list of variants for
+``runner``; ``train`` (one model, as nanoGPT's ``train.py``); ``exercise`` and
+``break_backward`` (backward passes written by hand, and checked); ``gradcheck_report``,
+``norm_cost``, ``bench`` and ``generate``. Run one as ``python -m experiments.<command>``; what
+the commands share lives in modules named for it (``cli``, ``options``, ``report``, ...).
 """
