@@ -12,6 +12,7 @@ from gpt.data import eval_windows
 
 from experiments import cli, figures, runner
 
+
 def probe(run):
     """The probe batch of a run: the first ``batch_size`` validation windows, (B, T)."""
     windows = eval_windows(run.data.val, run.config.block_size, run.args.eval_tokens)[0]
@@ -37,13 +38,12 @@ def closing(report):
     by = mean_stats(report)
     steps = sorted({k[2] for k in by}) or [0]
     sites = list(dict.fromkeys(k[1] for k in by))
-    lines = report.comparison() + [
-        "", "Residual stream entering each block's attention (pre_attn) and MLP (pre_mlp), on a "
-        "fixed probe batch",
-             "(the chapter's step 4: population variance, 1e-12 guards; kurtosis 3 for a "
-             "Gaussian)" + (f"; mean over {len(report.seeds)} seeds:" if len(report.seeds) > 1
-                            else ":"), f"{'variant':8s}  {'site':18s}  {'step':>5s}  "
-             + "  ".join(f"{s:>9s}" for s in STAT_NAMES)]
+    seeds = f"; mean over {len(report.seeds)} seeds" if len(report.seeds) > 1 else ""
+    lines = report.comparison() + ["", "Residual stream entering each block's attention "
+             "(pre_attn) and MLP (pre_mlp), on a fixed probe batch", "(the chapter's step 4: "
+             f"population variance, 1e-12 guards; kurtosis 3 for a Gaussian){seeds}:",
+             f"{'variant':8s}  {'site':18s}  {'step':>5s}  " + "  ".join(f"{s:>9s}" for s in
+                                                                         STAT_NAMES)]
     for v in report.study.variants:
         lines += [f"{v.name:8s}  {site:18s}  {t:>5d}  " + "  ".join(
             f"{by[v.name, site, t][s]:>9.4g}" for s in STAT_NAMES)
