@@ -97,6 +97,8 @@ def run(argv):
     p.add_argument("--seed", type=cli.nonnegative_int, default=0, help="the inputs' seed")
     p.add_argument("--json", type=cli.path_arg, metavar="PATH", help="also write the rows here")
     args = p.parse_args(argv)
+    if args.json:
+        cli.output_dir(args.json.parent)
     print(f"gradcheck of right and deliberately wrong backward passes: float64, slow mode, seed "
           f"{args.seed}\n")
     found = rows(args.seed)

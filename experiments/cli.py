@@ -18,6 +18,7 @@ Exit statuses: 0 done; 1 a run diverged, or an output file could not be written;
 import argparse
 import collections
 import concurrent.futures
+import contextlib
 import ctypes
 import multiprocessing
 import os
@@ -123,7 +124,8 @@ def write_outputs(out_dir, files):
                 tmp.write_bytes(content.encode() if isinstance(content, str) else content)
             os.replace(tmp, dest)
         except BaseException as e:
-            tmp.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):   # a folder that took no file has none
+                tmp.unlink()
             if isinstance(e, OSError):
                 e.filename = str(dest)
             raise
@@ -208,7 +210,8 @@ def connect(address):
 def main(prog, run, argv=None):
     """Run the command ``run(argv) -> status`` and exit with its status: bad input
     (``UsageError``) is one line on stderr and status 2; an ``OSError`` (an output that cannot
-    be written) one line naming the file, status 1; Ctrl-C one line, status 130. A closed
+    be written) one line naming the file, status 1; a ``MemoryError`` (a model too large for
+    the machine) one line, status 2; Ctrl-C one line, status 130. A closed
     stdout (``| head``) ends the command quietly with status 141, as it ends ``cat``."""
     try:
         status = run(sys.argv[1:] if argv is None else list(argv))
@@ -224,4 +227,7 @@ def main(prog, run, argv=None):
     except OSError as e:
         progress(f"{prog}: error: {e.filename + ': ' if e.filename else ''}{e.strerror or e}")
         status = 1
+    except MemoryError as e:   # a model or batch too large for this machine
+        progress(f"{prog}: error: out of memory: {e}")
+        status = 2
     sys.exit(status)

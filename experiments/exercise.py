@@ -52,7 +52,7 @@ def start(ex, folder):
     if os.path.lexists(path):
         raise cli.UsageError(f"{path} exists: check it with {_check_command(ex, path)}, or move "
                              f"it away to start again")
-    cli.write_outputs(folder, {path.name: stubs.template(ex, _check_command(ex, path), folder)})
+    cli.write_outputs(cli.output_dir(folder), {path.name: stubs.template(ex, _check_command(ex, path), folder)})
     print(f"Wrote {path}: write {ex.function} in it, then\n    {_check_command(ex, path)}")
     return 0
 

@@ -114,7 +114,8 @@ def load_data(args):
     except ValueError as e:
         raise cli.UsageError(f"the corpus is too short: {e}") from None
     return SimpleNamespace(text=text, tokenizer=tokenizer, train=train, val=val,
-                           label="built-in" if args.corpus is None else str(args.corpus))
+                           label="built-in" if args.corpus is None else args.corpus
+                           if isinstance(args.corpus, str) else str(args.corpus.resolve()))
 
 
 def model_config(args, data, **fields):

@@ -259,7 +259,7 @@ class Report:
                 "model": {k: v for k, v in first.items() if k not in varied},
                 "baseline": self.baseline, "variants": [v.name for v in study.variants],
                 "corpus": {
-                    "path": None if a.corpus is None else str(a.corpus),
+                    "path": None if a.corpus is None else d.label,
                     "name": "built-in: Jane Austen, Pride and Prejudice (1813), opening of "
                             "chapter 1, Project Gutenberg eBook #1342" if a.corpus is None
                             else a.corpus if isinstance(a.corpus, str) else Path(a.corpus).name,

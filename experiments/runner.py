@@ -215,7 +215,6 @@ def run(study, argv):
     configs = {v.name: options.model_config(args, data, **v.config) for v in study.variants}
     options.optimiser(args, args.steps)  # its checks, before any run starts
     seeds = list(range(args.seed, args.seed + args.seeds))
-    out = cli.output_dir(args.output_dir)
     if args.backward and args.scheduler:
         raise cli.UsageError("--backward trains on this machine only: leave out --scheduler")
     args.backward = learner.check_folder(args.backward) if args.backward else None
@@ -223,6 +222,7 @@ def run(study, argv):
                 f"{v.name}{f' s{s}' if len(seeds) > 1 else ''}".ljust(12), study.probe)
             for v in study.variants for s in seeds]
     client = cli.connect(args.scheduler) if args.scheduler else None
+    out = cli.output_dir(args.output_dir)   # after every check, before any training
     now = datetime.datetime.now(datetime.timezone.utc)
     run_id = f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
     where = f"on the Dask cluster at {args.scheduler}" if args.scheduler else (
