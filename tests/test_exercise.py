@@ -427,7 +427,8 @@ def test_a_backward_wrong_only_in_float32_is_wrong():
 
 
 def test_a_float64_gradient_for_float32_inputs_is_its_dtype_alone():
-    per, v = said("gelu", lambda dout, cache: EXERCISES["gelu"].backward(dout, cache) * np.float64(1))
+    # a float64 array (not a scalar: NumPy 1's value-based casting keeps float32 with a scalar)
+    per, v = said("gelu", lambda dout, cache: EXERCISES["gelu"].backward(dout, cache) * np.ones(1))
     assert per["dx"] == ["wrong: the values are right, the dtype is not",
                          "for float32 inputs your dx is float64: a gradient has its input's dtype "
                          "(the GPT trains in float32: a float64 constant or array in your code?)"]
@@ -679,7 +680,7 @@ def test_a_file_that_is_not_an_exercise_is_bad_input(tmp_path, capsys, name, con
 
 def test_check_folder_refuses_what_cannot_train(tmp_path):
     (tmp_path / "gelu.py").write_text("import numpy as np\n\n\ndef gelu_backward(dout, cache):\n"
-                                      "    return dout * np.float64(0.5) * (1 + cache[1])\n")
+                                      "    return dout * np.full(1, 0.5) * (1 + cache[1])\n")
     with pytest.raises(cli.UsageError, match=r"gelu_backward cannot train: for float32 inputs "
                                              r"your dx is float64"):
         learner.check_folder(tmp_path)

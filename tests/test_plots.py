@@ -72,7 +72,8 @@ def markers(ax):
         if line.get_marker() in ("None", "", " ", None):
             continue
         r = line.get_markersize() / 72 * ax.figure.dpi / 2
-        for x, y in ax.transData.transform(np.column_stack(line.get_data())):
+        xy = np.column_stack([np.asarray(d, dtype=float) for d in line.get_data()])
+        for x, y in ax.transData.transform(xy):   # matplotlib 3.5 gives errorbars as objects
             out.append((x, y, r))
     return out
 
