@@ -62,6 +62,7 @@ def test_matmul_list_matches_an_independent_flop_count(mlp):
     assert got == linear + attention
 
 
+@pytest.mark.slow
 def test_the_peak_memory_is_the_fresh_process_own(tmp_path):
     """The child's ``ru_maxrss`` would start from this process's high-water mark."""
     big = np.ones(400 * 2**20 // 8)   # 400 MiB in this process, touched

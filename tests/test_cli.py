@@ -97,6 +97,7 @@ def square(x):
     return x * x, os.getpid()
 
 
+@pytest.mark.slow
 def test_run_all_runs_in_this_process_for_one_job_and_in_workers_for_more():
     here = list(cli.run_all(square, range(5)))
     assert [r for r, _ in here] == [0, 1, 4, 9, 16] and {p for _, p in here} == {os.getpid()}

@@ -15,6 +15,8 @@ import pytest
 from experiments import cli, four_variants, runner
 from test_four_variants import SMALL, load, main, numbers
 
+pytestmark = pytest.mark.slow  # every test here trains or runs a command
+
 ARGS = SMALL + ["--seeds", "2"]
 
 

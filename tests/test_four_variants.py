@@ -19,6 +19,8 @@ import pytest
 import gpt.train
 from experiments import cli, figures, four_variants, runner
 
+pytestmark = pytest.mark.slow  # every test here trains or runs a command
+
 REPO = Path(__file__).resolve().parents[1]
 # The chapter's run_log (chapter "The Details That Matter"), 48-character vocabulary.
 CHAPTER_PARAMS = {("ln", "gelu"): 105216, ("rms", "gelu"): 104896,

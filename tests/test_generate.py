@@ -211,6 +211,7 @@ def test_an_invalid_config_names_the_checkpoint(ckpt, tmp_path, capsys, config, 
 
 
 
+@pytest.mark.slow
 def test_four_variants_checkpoints_generate_text(tmp_path, capsys):
     from experiments import four_variants, runner
     out = tmp_path / "fv"

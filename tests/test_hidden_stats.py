@@ -129,6 +129,7 @@ def small_run(tmp_path_factory):
     return main(TINY + ["--seeds", "2", "--output-dir", str(out)]), out
 
 
+@pytest.mark.slow
 def test_command_writes_table_csv_and_plot(small_run):
     rc, out = small_run
     assert rc == 0
@@ -159,6 +160,7 @@ def test_command_writes_table_csv_and_plot(small_run):
         assert (out / "hidden_stats.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_jobs_2_gives_the_same_statistics(small_run, tmp_path):
     _, out = small_run
     out2 = tmp_path / "out2"
@@ -168,6 +170,7 @@ def test_jobs_2_gives_the_same_statistics(small_run, tmp_path):
     assert not (out2 / "hidden_stats.png").exists()
 
 
+@pytest.mark.slow
 def test_one_seed_prints_the_statistics_table(tmp_path, capsys):
     assert main(TINY + ["--steps", "2", "--no-plots", "--output-dir",
                                      str(tmp_path / "o")]) == 0

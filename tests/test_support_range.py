@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # runs vermin over the source
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -8,6 +8,8 @@ import pytest
 from experiments import cli, figures, four_variants, runner, train
 from experiments.options import PRESETS
 
+pytestmark = pytest.mark.slow  # every test here trains or runs a command
+
 TINY = ["--n-layers", "1", "--d-model", "16", "--n-heads", "2", "--block-size", "8",
         "--batch-size", "4", "--eval-interval", "3", "--eval-iters", "2", "--no-plots"]
 # a schedule that does not depend on --max-iters, so a run can be continued past it

@@ -34,6 +34,7 @@ def test_a_baseline_two_studies_share_is_read_once_under_both_names(tmp_path):
     assert curves["rms+gelu"] == {2: [2.0], 4: [1.8]}
 
 
+@pytest.mark.slow
 def test_the_command_writes_the_png(tmp_path):
     pytest.importorskip("matplotlib")
     a = _study(tmp_path / "a", {("ln+gelu", 0): {2: 2.1, 4: 1.9}})
