@@ -48,9 +48,11 @@ def test_the_figures_are_written(tmp_path):
     pytest.importorskip("matplotlib")
     vals = {"gelu": {0: (2.0, [(1000, 2.0)]), 1: (2.1, [(1000, 2.1)])},
             "relu2": {0: (1.9, [(1000, 1.9)]), 1: (2.05, [(1000, 2.05)])}}
-    cells = fol.read([study(tmp_path / "a", 1000, 1e-3, vals),
+    more = dict(vals, swiglu={0: (1.8, [(1000, 1.8)]), 1: (2.0, [(1000, 2.0)])})
+    # the longer run trains fewer variants (as a sweep cut for time would)
+    cells = fol.read([study(tmp_path / "a", 1000, 1e-3, more),
                       study(tmp_path / "b", 2000, 1e-3, vals)])
-    fol.figures(cells, 1e-3, 1000, tmp_path)
+    fol.cli.write_outputs(tmp_path, fol.figures(cells, 1e-3, 1000))
     for name in ("gap_vs_length.png", "val_vs_lr.png"):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
     assert math.isfinite(fol.gap(cells[2000, 1e-3], "relu2")["mean"])

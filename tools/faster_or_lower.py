@@ -19,12 +19,12 @@ the mean over the seeds as bars. docs/results.md ("Faster or lower") shows both:
 
 Needs matplotlib (the ``plot`` extra) for the figures; ``--no-plots`` prints only.
 """
-import argparse
 import json
 import math
 import statistics
 from pathlib import Path
 
+from experiments import cli
 from experiments.stats import describe, paired_difference, t_ppf
 
 
@@ -106,14 +106,17 @@ def lr_table(cells, steps):
     return lines
 
 
-def figures(cells, lr, steps, out):
-    """gap_vs_length.png at ``lr`` and val_vs_lr.png at ``steps`` into the folder ``out``."""
+def figures(cells, lr, steps):
+    """``{"gap_vs_length.png": write(path), "val_vs_lr.png": write(path)}``: the gaps at ``lr``
+    and the val against the rate at ``steps``, for ``cli.write_outputs``."""
     from matplotlib.figure import Figure
+    files = {}
     fig = Figure(figsize=(6.5, 4.2))
     ax = fig.subplots()
     rows = sorted((s, c) for (s, r), c in cells.items() if r == lr)
-    for k, name in enumerate(n for n in rows[0][1]["variants"] if n != rows[0][1]["baseline"]):
-        pts = [(s, gap(c, name)) for s, c in rows]
+    names = dict.fromkeys(n for _, c in rows for n in c["variants"] if n != c["baseline"])
+    for k, name in enumerate(names):   # a length may train fewer variants than another
+        pts = [(s, gap(c, name)) for s, c in rows if name in c["variants"]]
         xs = [s * (1 + 0.03 * (k - 1)) for s, _ in pts]   # side by side, not on each other
         ax.errorbar(xs, [d["mean"] for _, d in pts], fmt="o-", capsize=4, label=name,
                     yerr=[[d["mean"] - (d["low"] if d["low"] is not None else d["mean"])
@@ -130,7 +133,7 @@ def figures(cells, lr, steps, out):
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(Path(out) / "gap_vs_length.png", dpi=110)
+    files["gap_vs_length.png"] = lambda path, fig=fig: fig.savefig(path, format="png", dpi=110)
 
     fig = Figure(figsize=(6.5, 4.2))
     ax = fig.subplots()
@@ -151,27 +154,29 @@ def figures(cells, lr, steps, out):
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(Path(out) / "val_vs_lr.png", dpi=110)
+    files["val_vs_lr.png"] = lambda path, fig=fig: fig.savefig(path, format="png", dpi=110)
+    return files
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("folders", nargs="+", help="output folders of study runs")
+def run(argv):
+    p = cli.ArgumentParser(prog="faster_or_lower", description=__doc__.splitlines()[0])
+    p.add_argument("folders", nargs="+", type=cli.path_arg, help="output folders of study runs")
     p.add_argument("--lr", type=float, default=1e-3, help="the rate of the run-length rows")
     p.add_argument("--steps", type=int, default=2000, help="the length of the rate rows")
-    p.add_argument("--output-dir", default=".", help="where the PNGs go")
+    p.add_argument("--output-dir", type=cli.path_arg, default=Path("."), help="where the PNGs go")
     p.add_argument("--no-plots", action="store_true", help="print only")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     try:
         cells = read(args.folders)
     except (OSError, KeyError, ValueError) as e:
-        p.error(f"cannot read a study's results.json: {e}")
+        raise cli.UsageError(f"cannot read a study's results.json: {e}") from None
     if not any(r == args.lr for _, r in cells) or not any(s == args.steps for s, _ in cells):
-        p.error(f"no run at lr {args.lr:g} or at {args.steps} steps among {sorted(cells)}")
+        raise cli.UsageError(f"no run at lr {args.lr:g} or at {args.steps} steps among {sorted(cells)}")
     print("\n".join(lengths_table(cells, args.lr) + [""] + lr_table(cells, args.steps)))
     if not args.no_plots:
-        figures(cells, args.lr, args.steps, args.output_dir)
+        cli.write_outputs(cli.output_dir(args.output_dir), figures(cells, args.lr, args.steps))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    cli.main("faster_or_lower", run)
