@@ -6,7 +6,7 @@ Reads the ``results.json`` of study runs (``experiments.runner``), each run a le
 - per run length (the runs at one learning rate): each variant's final val loss minus the
   baseline's, paired by seed, with a 95 % Student-t interval, and its steps-to-target: the
   first evaluation step at which the variant's val loss reaches the baseline's final val loss
-  of the same seed (the median over the seeds; "-" when it never does);
+  of the same seed (the median over the seeds; "-" when some seed never does);
 - per learning rate (the runs at one length): each variant's mean final val loss, its best
   rate, and the gap of the variants' bests, paired by seed.
 
@@ -17,7 +17,12 @@ the mean over the seeds as bars. docs/results.md ("Faster or lower") shows both:
     python tools/faster_or_lower.py outputs/len2000 outputs/len4000 outputs/len8000 \
         outputs/lr5e-4 outputs/lr2e-3 outputs/lr4e-3 --output-dir docs/img
 
-Needs matplotlib (the ``plot`` extra) for the figures; ``--no-plots`` prints only.
+The folders must be one sweep: the same study, corpus, model and seeds' base, varying only
+the run length, the rate (its schedule) and which variants trained; one folder per (steps, lr).
+Runs without a final val loss (diverged) are left out, and a comparison without a seed that
+trained both prints "-". Needs the project installed (``pip install -e .``, README) and
+matplotlib (the ``plot`` extra) for the figures; ``--no-plots`` prints only. Bad input is one
+line on stderr, status 2.
 """
 import json
 import math
@@ -28,14 +33,29 @@ from experiments import cli
 from experiments.stats import describe, paired_difference, t_ppf
 
 
+# what may differ between the folders of one sweep; anything else (corpus, model, baseline)
+# must be the same, or the gaps would compare different studies
+VARIED = ("steps", "seeds", "variants", "schedule")
+
+
 def read(folders):
-    """``{(steps, lr): {"baseline": name, "variants": [names], "runs": {(name, seed): run}}}``."""
-    cells = {}
+    """``{(steps, lr): {"baseline": name, "variants": [names], "runs": {(name, seed): run}}}``.
+    Raises ``cli.UsageError`` when two folders hold the same (steps, lr) or differ in more than
+    the run length, the rate, the seeds and the variants."""
+    cells, first = {}, None
     for folder in folders:
         res = json.loads((Path(folder) / "results.json").read_text(encoding="utf-8"))
         key = (res["config"]["steps"], res["config"]["optimizer"]["lr"])
-        cell = cells.setdefault(key, {"baseline": res["config"]["baseline"], "variants": [],
-                                      "runs": {}})
+        if key in cells:
+            raise cli.UsageError(f"{folder}: a second study of {key[0]} steps at lr {key[1]:g}")
+        same = {k: v for k, v in res["config"].items() if k not in VARIED}
+        same["optimizer"] = {k: v for k, v in same["optimizer"].items() if k != "lr"}
+        first = first or (folder, same)
+        for k in sorted(set(same) | set(first[1])):
+            if same.get(k) != first[1].get(k):
+                raise cli.UsageError(f"{folder}: its {k} differs from {first[0]}'s; a sweep "
+                                     f"varies only the run length and the learning rate")
+        cell = cells[key] = {"baseline": res["config"]["baseline"], "variants": [], "runs": {}}
         for e in res["runs"]:
             if e["status"] == "ok":
                 cell["runs"][e["name"], e["seed"]] = e
@@ -54,7 +74,8 @@ def gap(cell, name):
 
 def steps_to_target(cell, name):
     """Median over seeds of the first evaluation step where ``name``'s val loss is at or below
-    the baseline's final val loss of the same seed (None when some seed never gets there)."""
+    the baseline's final val loss of the same seed (None when some seed never gets there, or
+    no seed trained both)."""
     found = []
     for n, s in cell["runs"]:
         if n == name and (cell["baseline"], s) in cell["runs"]:
@@ -85,18 +106,18 @@ def lengths_table(cells, lr):
 def lr_table(cells, steps):
     """Lines: per variant the mean val at each lr, its best lr, and best-against-best gaps."""
     rows = sorted((r, c) for (s, r), c in cells.items() if s == steps)
-    names = rows[0][1]["variants"]
     lines, best = [f"Learning rate, {steps} steps: mean final val loss ± sd over the seeds"], {}
-    for name in names:
-        means = {r: describe([e["val_loss"] for (n, _), e in c["runs"].items() if n == name])
-                 for r, c in rows}
+    for name in variants(cells):
+        means = {r: m for r, m in ((r, val(c, name)) for r, c in rows) if m["n"]}
+        if not means:
+            continue
         best[name] = min(means, key=lambda r: means[r]["mean"])
         lines.append(f"  {name:10s} " + "  ".join(
-            f"lr {r:g}: {m['mean']:.4f} ± {m['std'] or 0:.4f}" for r, m in means.items())
-            + f"  best lr {best[name]:g}")
+            f"lr {r:g}: {m['mean']:.4f} ± " + ("-" if m["std"] is None else f"{m['std']:.4f}")
+            for r, m in means.items()) + f"  best lr {best[name]:g}")
     base = rows[0][1]["baseline"]
-    for name in names:
-        if name != base:   # each at its best rate, paired by seed
+    for name in best:
+        if name != base and base in best:   # each at its best rate, paired by seed
             a, b = cells[steps, best[name]], cells[steps, best[base]]
             seeds = sorted(s for n, s in a["runs"] if n == name and (base, s) in b["runs"])
             d = paired_difference([a["runs"][name, s]["val_loss"] for s in seeds],
@@ -104,6 +125,16 @@ def lr_table(cells, steps):
             lines.append(f"  best against best: {name} (lr {best[name]:g}) - {base} (lr "
                          f"{best[base]:g}) = {fmt(d)}  n={d['n']}")
     return lines
+
+
+def variants(cells):
+    """Every variant trained in any of the cells, the baseline first."""
+    return list(dict.fromkeys(n for c in cells.values() for n in [c["baseline"], *c["variants"]]))
+
+
+def val(cell, name):
+    """``describe`` of ``name``'s final val losses in ``cell`` (n = 0 when it did not train)."""
+    return describe([e["val_loss"] for (n, _), e in cell["runs"].items() if n == name])
 
 
 def figures(cells, lr, steps):
@@ -114,18 +145,22 @@ def figures(cells, lr, steps):
     fig = Figure(figsize=(6.5, 4.2))
     ax = fig.subplots()
     rows = sorted((s, c) for (s, r), c in cells.items() if r == lr)
-    names = dict.fromkeys(n for _, c in rows for n in c["variants"] if n != c["baseline"])
-    for k, name in enumerate(names):   # a length may train fewer variants than another
-        pts = [(s, gap(c, name)) for s, c in rows if name in c["variants"]]
+    names = variants(cells)
+    colour = {n: f"C{k}" for k, n in enumerate(names)}   # one colour a variant in both figures
+    for k, name in enumerate(names[1:]):
+        # a length may train fewer variants than another, or its baseline may have diverged
+        pts = [(s, d) for s, d in ((s, gap(c, name)) for s, c in rows) if d["n"]]
         xs = [s * (1 + 0.03 * (k - 1)) for s, _ in pts]   # side by side, not on each other
         ax.errorbar(xs, [d["mean"] for _, d in pts], fmt="o-", capsize=4, label=name,
+                    color=colour[name],
                     yerr=[[d["mean"] - (d["low"] if d["low"] is not None else d["mean"])
                            for _, d in pts], [(d["high"] if d["high"] is not None else
                                                d["mean"]) - d["mean"] for _, d in pts]])
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xscale("log")
     ax.set_xticks([s for s, _ in rows], [str(s) for s, _ in rows])
-    ax.set(xlabel="run length (steps; each run its own warmup and cosine)",
+    ax.minorticks_off()
+    ax.set(xlabel="run length (steps)",
            ylabel=f"final val loss minus {rows[0][1]['baseline']}'s (nats/token)",
            title=f"gap to {rows[0][1]['baseline']} against run length (lr {lr:g}); bars: "
                  f"paired 95% interval")
@@ -138,16 +173,16 @@ def figures(cells, lr, steps):
     fig = Figure(figsize=(6.5, 4.2))
     ax = fig.subplots()
     rows = sorted((r, c) for (s, r), c in cells.items() if s == steps)
-    for name in rows[0][1]["variants"]:
-        ds = [describe([e["val_loss"] for (n, _), e in c["runs"].items() if n == name])
-              for _, c in rows]
+    for name in names:
+        pts = [(r, d) for r, d in ((r, val(c, name)) for r, c in rows) if d["n"]]
         half = [t_ppf(0.975, d["n"] - 1) * d["std"] / math.sqrt(d["n"]) if d["n"] > 1 else 0
-                for d in ds]
-        ax.errorbar([r for r, _ in rows], [d["mean"] for d in ds], yerr=half, fmt="o-",
-                    capsize=4, label=name)
+                for _, d in pts]
+        ax.errorbar([r for r, _ in pts], [d["mean"] for _, d in pts], yerr=half, fmt="o-",
+                    capsize=4, label=name, color=colour[name])
     ax.set_xscale("log")
     ax.set_xticks([r for r, _ in rows], [f"{r:g}" for r, _ in rows])
-    ax.set(xlabel="peak learning rate (min_lr = lr / 10)", ylabel="final val loss (nats/token)",
+    ax.minorticks_off()
+    ax.set(xlabel="peak learning rate", ylabel="final val loss (nats/token)",
            title=f"val loss against learning rate, {steps} steps; bars: 95% interval of the "
                  f"mean over the seeds")
     ax.title.set_fontsize(9)
@@ -168,13 +203,24 @@ def run(argv):
     args = p.parse_args(argv)
     try:
         cells = read(args.folders)
-    except (OSError, KeyError, ValueError) as e:
+    except (OSError, KeyError, ValueError, TypeError) as e:
         raise cli.UsageError(f"cannot read a study's results.json: {e}") from None
-    if not any(r == args.lr for _, r in cells) or not any(s == args.steps for s, _ in cells):
-        raise cli.UsageError(f"no run at lr {args.lr:g} or at {args.steps} steps among {sorted(cells)}")
+    if not any(r == args.lr for _, r in cells):
+        raise cli.UsageError(f"no study at --lr {args.lr:g}: the studies are (steps, lr) "
+                             f"{sorted(cells)}")
+    if not any(s == args.steps for s, _ in cells):
+        raise cli.UsageError(f"no study of --steps {args.steps}: the studies are (steps, lr) "
+                             f"{sorted(cells)}")
+    if not args.no_plots:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise cli.UsageError("the figures need matplotlib (pip install -e \".[plot]\"); "
+                                 "--no-plots prints the tables only") from None
+        out = cli.output_dir(args.output_dir)
     print("\n".join(lengths_table(cells, args.lr) + [""] + lr_table(cells, args.steps)))
     if not args.no_plots:
-        cli.write_outputs(cli.output_dir(args.output_dir), figures(cells, args.lr, args.steps))
+        cli.write_outputs(out, figures(cells, args.lr, args.steps))
     return 0
 
 
