@@ -24,6 +24,7 @@ trained both prints "-". Needs the project installed (``pip install -e .``, READ
 matplotlib (the ``plot`` extra) for the figures; ``--no-plots`` prints only. Bad input is one
 line on stderr, status 2.
 """
+import importlib.util
 import json
 import math
 import statistics
@@ -212,11 +213,9 @@ def run(argv):
         raise cli.UsageError(f"no study of --steps {args.steps}: the studies are (steps, lr) "
                              f"{sorted(cells)}")
     if not args.no_plots:
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
+        if importlib.util.find_spec("matplotlib") is None:
             raise cli.UsageError("the figures need matplotlib (pip install -e \".[plot]\"); "
-                                 "--no-plots prints the tables only") from None
+                                 "--no-plots prints the tables only")
         out = cli.output_dir(args.output_dir)
     print("\n".join(lengths_table(cells, args.lr) + [""] + lr_table(cells, args.steps)))
     if not args.no_plots:
