@@ -35,12 +35,22 @@ class UsageError(Exception):
     """Bad input, named in one line; ``main`` prints it and exits with status 2."""
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Each option's default, unless its help says it (a default or what "none" means) or the
+    option is a flag (its help says what it turns on or off)."""
+
+    def _get_help_string(self, action):
+        if action.nargs == 0 or any(w in action.help.lower() for w in ("default", "none")):
+            return action.help
+        return super()._get_help_string(action)
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """``argparse.ArgumentParser`` whose errors raise ``UsageError`` (one line, no usage block)
     and whose ``--help`` shows each option's default."""
 
     def __init__(self, *args, **kwargs):
-        super().__init__(*args, formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        super().__init__(*args, formatter_class=HelpFormatter,
                          allow_abbrev=False, **kwargs)
 
     def error(self, message):

@@ -59,7 +59,8 @@ def add_model_options(p, varied=()):
         if name not in varied:
             g.add_argument(f"--{name}", choices=choices, default=choices[0], help=what)
     g.add_argument("--bias", action="store_true", default=True,
-                   help="a bias in every Linear and LayerNorm (the chapter's; nanoGPT's bias)")
+                   help="a bias in every Linear and LayerNorm (the chapter's; nanoGPT's bias): "
+                        "the default, except in the shakespeare-cpu preset")
     g.add_argument("--no-bias", dest="bias", action="store_false",
                    help="no bias in any Linear or LayerNorm (nanoGPT's bias=False)")
     g.add_argument("--dtype", choices=("float32", "float64"), default="float32", help="dtype")
