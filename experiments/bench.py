@@ -141,7 +141,8 @@ def make_batches(kind, data, vocab_size, B, T, n, seed):
     return [tuple(np.ascontiguousarray(a) for a in get_batch(data, T, B, rng)) for _ in range(n)]
 
 
-def spread(values):   # median [min-max]
+def spread(values):
+    """``{"median", "min", "max"}`` of a list of times (ms), as floats: the spread of a row."""
     return {"median": float(np.median(values)), "min": float(min(values)), "max": float(max(values))}
 
 

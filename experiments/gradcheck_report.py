@@ -30,30 +30,39 @@ def gaussian(*shape, scale=1.0):
 
 
 def positive(*shape):
+    """An input: a float64 leaf of ``shape``, uniform in [0.5, 2] (for log, sqrt, division)."""
     return lambda r: Tensor(r.uniform(0.5, 2.0, shape), requires_grad=True)
 
 
-def off_zero(*shape, margin=0.2):   # away from kinks such as ReLU's, and poles
+def off_zero(*shape, margin=0.2):
+    """An input: a float64 Gaussian leaf of ``shape`` pushed ``margin`` away from 0, so that
+    central differences never straddle a kink (ReLU's, abs's) or a pole."""
     return lambda r: Tensor((lambda z: np.sign(z) * (margin + np.abs(z)))(r.standard_normal(shape)),
                             requires_grad=True)
 
 
-def gain(n):   # a random gain, not unit (unit gains hide mistakes)
+def gain(n):
+    """An input: a float64 (n,) norm gain around 1 (sd 0.5): unit gains hide mistakes."""
     return lambda r: Tensor(r.normal(1.0, 0.5, n), requires_grad=True)
 
 
 def split(x):
+    """``minigrad.split`` of a (4, 3) Tensor into (1, 3), (2, 3), (1, 3), the middle unused:
+    its gradient must be 0."""
     parts = minigrad.split(x, [1, 3], axis=0)     # (1, 3), (2, 3), (1, 3)
     return parts[0] * 2.0 + parts[2]              # the middle piece is unused: gradient 0
 
 
 def targets_one_ignored(r):
+    """(6,) int64 class indices in [0, 11) from the generator ``r``, one of them -100 (ignored)."""
     t = r.integers(0, 11, size=6)                 # (N,) int
     t[2] = -100
     return t
 
 
 def cross_entropy(reduction):
+    """``F.cross_entropy`` with ``reduction``, ignore_index -100 and label smoothing 0.1, as a
+    function of (logits (N, C), targets (N,))."""
     return lambda x, t: F.cross_entropy(x, t, reduction=reduction, ignore_index=-100,
                                         label_smoothing=0.1)
 

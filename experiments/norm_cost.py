@@ -25,6 +25,7 @@ MIN_VERDICT_REPEATS = 5   # fewer samples have no quartiles to compare a time ra
 
 
 def quartiles(values):
+    """``{"median", "p25", "p75", "samples"}`` of a list of times (us): the row's spread."""
     p25, median, p75 = np.percentile(values, [25, 50, 75])
     return {"median": median, "p25": p25, "p75": p75, "samples": [float(v) for v in values]}
 

@@ -37,6 +37,7 @@ def fmt_diff(d):
 
 
 def labels(study, v):
+    """The table's label columns of variant ``v`` (``study.columns``: key, width), one string."""
     return "  ".join(f"{v.labels.get(k, v.name):{w}s}" for k, w in study.columns)
 
 
