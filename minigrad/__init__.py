@@ -1,12 +1,17 @@
 """minigrad: a NumPy reverse-mode autograd engine.
 
-Read ``tensor.py`` first: Tensor, ``backward`` and ``Function``, the whole of reverse mode.
-Then ``ops.py``, the primitive Functions with their backward formulas. Beside them:
-``tensor_methods.py`` (Tensor's operators and methods, in NumPy's and PyTorch's spellings),
-``_inplace.py`` (``+=``, ``add_``, ...), ``_guards.py`` (the engine's checks), ``grad_mode.py``
-(``no_grad``), ``gradcheck.py`` (central differences), ``module.py``, ``optim.py``,
-``factories.py``; ``allocator.py`` tunes glibc's allocator for a training loop on import
-(``MINIGRAD_MALLOPT=0`` leaves it alone).
+Read first, top to bottom: ``tensor.py`` (Tensor, ``backward``, ``Function``, ``from_pair``: the
+whole of reverse mode), then ``ops.py`` (the primitive Functions with their backward formulas,
+and Tensor's operators and methods built on them). Those two files are the engine and follow
+NumPy's rules; they import nothing else of minigrad.
+
+Then, as needed: ``gradcheck.py`` (central differences; ``gradcheck_diagnostics.py`` says where
+a failing check fails), ``module.py`` (Module, Parameter), ``optim.py`` (AdamW,
+``clip_grad_norm_``). The wing ``pytorch_compat/`` is PyTorch's surface: dtype promotion,
+indexing, in-place operations and version counters, the grad-mode forms, PyTorch's method
+spellings and factories; it fills the engine's hooks when ``minigrad`` is imported.
+``allocator.py`` tunes glibc's allocator for a training loop on import (``MINIGRAD_MALLOPT=0``
+leaves it alone).
 
 Public API::
 
@@ -17,13 +22,13 @@ Public API::
     randn, arange, ValueRuntimeError, from_pair
 """
 from . import allocator  # noqa: F401  (glibc keeps freed arrays for reuse)
-from .tensor import Context, Function, Tensor, from_pair
-from ._guards import ValueRuntimeError
-from . import tensor_methods, _inplace  # noqa: F401  (give Tensor its operators and methods)
-from .grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
-from .ops import (broadcast_to, cat, concatenate, masked_fill, maximum, minimum, split, stack,
-                  unbroadcast, where)
-from .factories import arange, ones, ones_like, randn, tensor, zeros, zeros_like
+from .tensor import Context, Function, Tensor, ValueRuntimeError, from_pair, is_grad_enabled
+from .ops import unbroadcast
+from . import pytorch_compat  # noqa: F401  (PyTorch's rules and spellings, attached to Tensor)
+from .pytorch_compat.grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled
+from .pytorch_compat.methods import (broadcast_to, cat, concatenate, masked_fill, maximum,
+                                     minimum, split, stack, where)
+from .pytorch_compat.factories import arange, ones, ones_like, randn, tensor, zeros, zeros_like
 from .gradcheck import GradcheckError, GradcheckReport, gradcheck, gradcheck_report
 from .module import Module, ModuleList, Parameter, Sequential
 from .optim import AdamW, clip_grad_norm_

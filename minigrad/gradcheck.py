@@ -31,7 +31,7 @@ from typing import List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .grad_mode import enable_grad, no_grad
+from .pytorch_compat.grad_mode import enable_grad, no_grad
 from .gradcheck_diagnostics import Diagnostics, Failure, GradcheckReport
 from .tensor import Tensor
 

@@ -1,41 +1,20 @@
-"""Primitive operations, each a ``Function`` with its backward rule on one line.
+"""Primitive operations, each a ``Function`` with its backward rule on one line, and
+``Tensor``'s operators and methods built on them (at the end of this file).
 
 Shapes follow NumPy: every binary op broadcasts, and ``unbroadcast`` sums each gradient back to
 its input's shape (summing the prepended axes, then the size-1 axes), once, here in the engine
 (HIPS/autograd's ``unbroadcast``). Every gradient is cast back to its input's dtype.
 
 Notation: ``c = f(a, b)``, ``dc`` the upstream gradient, ``da``/``db`` what backward returns.
-
-A forward marked ``@runtime_errors`` raises NumPy's ValueError (shapes that do not broadcast,
-multiply, reshape or concatenate) as ``ValueRuntimeError``, a RuntimeError too, as PyTorch.
 """
 from __future__ import annotations
 
-import functools
 import numbers
 
 import numpy as np
 
-try:  # numpy >= 1.25
-    from numpy.exceptions import AxisError
-except ImportError:  # numpy 1.23, 1.24: only the top-level name (removed from it in numpy 2.0)
-    from numpy import AxisError
-
-from ._guards import ValueRuntimeError
+from . import tensor
 from .tensor import Function, Tensor
-
-
-def runtime_errors(forward):
-    """``forward``, with NumPy's ValueError (AxisError aside) raised as ``ValueRuntimeError``."""
-    @functools.wraps(forward)
-    def checked(ctx, *args, **kwargs):
-        try:
-            return forward(ctx, *args, **kwargs)
-        except AxisError:           # an IndexError too, as PyTorch's "Dimension out of range"
-            raise
-        except ValueError as e:
-            raise ValueRuntimeError(str(e)) from None
-    return checked
 
 
 def unbroadcast(grad: np.ndarray, shape: tuple, dtype=None) -> np.ndarray:
@@ -67,19 +46,18 @@ def _shapes_dtypes(a, b):
     return (np.shape(a), np.asarray(a).dtype), (np.shape(b), np.asarray(b).dtype)
 
 
-def _norm_axes(axis, ndim):
+def _axes(axis, ndim):
+    """The axes a reduction ran over (NumPy has checked them), as a tuple of ints >= 0."""
     if axis is None:
         return tuple(range(ndim))
-    if isinstance(axis, (int, np.integer)):
-        axis = (axis,)
-    out = []
-    for ax in axis:
-        if not -max(ndim, 1) <= ax < max(ndim, 1):     # a 0-d array takes 0 and -1 (PyTorch)
-            raise AxisError(int(ax), ndim)
-        out.append(int(ax) % max(ndim, 1))
-    if len(set(out)) != len(out):
-        raise ValueRuntimeError(f"duplicate value in axis: {axis}")
-    return tuple(out) if ndim else ()                   # a 0-d array has no axis to reduce
+    return tuple(int(a) % ndim for a in (axis if isinstance(axis, tuple) else (axis,)))
+
+
+def _is_basic_index(index) -> bool:
+    """Whether ``index`` holds only slices, integers, None and ``...`` (no index array)."""
+    items = index if isinstance(index, tuple) else (index,)
+    return all(isinstance(i, (slice, numbers.Integral, type(None), type(Ellipsis)))
+               and not isinstance(i, bool) for i in items)
 
 
 # ----------------------------------------------------------------------------- arithmetic
@@ -87,7 +65,6 @@ class Add(Function):
     """c = a + b.   da = dc, db = dc (each summed to its input's shape)."""
 
     @staticmethod
-    @runtime_errors
     def forward(ctx, a, b):
         ctx.shapes = _shapes_dtypes(a, b)
         return np.add(a, b)
@@ -103,7 +80,6 @@ class Sub(Function):
     """c = a - b.   da = dc, db = -dc."""
 
     @staticmethod
-    @runtime_errors
     def forward(ctx, a, b):
         ctx.shapes = _shapes_dtypes(a, b)
         return np.subtract(a, b)
@@ -121,7 +97,6 @@ class Mul(Function):
     valid)."""
 
     @staticmethod
-    @runtime_errors
     def forward(ctx, a, b):
         na, nb = ctx.needs_input_grad
         ctx.save_for_backward(np.asarray(a) if nb else None, np.asarray(b) if na else None)
@@ -141,7 +116,6 @@ class Div(Function):
     """c = a / b.   da = dc / b, db = -dc * a / b**2  (a is saved only when b needs a gradient)."""
 
     @staticmethod
-    @runtime_errors
     def forward(ctx, a, b):
         ctx.save_for_backward(np.asarray(a) if ctx.needs_input_grad[1] else None, np.asarray(b))
         ctx.shapes = _shapes_dtypes(a, b)
@@ -176,7 +150,6 @@ class Pow(Function):
     the power is not real, as PyTorch; c is saved only when b needs a gradient."""
 
     @staticmethod
-    @runtime_errors             # an integer to a negative integer power (PyTorch: RuntimeError)
     def forward(ctx, a, b):
         with np.errstate(invalid="ignore", divide="ignore"):
             c = np.power(a, b)
@@ -345,7 +318,6 @@ class Maximum(Function):
     pick = staticmethod(np.maximum)
 
     @staticmethod
-    @runtime_errors
     def forward(ctx, a, b):
         a, b = np.asarray(a), np.asarray(b)
         ctx.save_for_backward(a, b)
@@ -392,7 +364,6 @@ class MatMul(Function):
     """
 
     @staticmethod
-    @runtime_errors
     def forward(ctx, a, b):
         a, b = np.asarray(a), np.asarray(b)
         if a.ndim == 0 or b.ndim == 0:
@@ -435,9 +406,8 @@ class Sum(Function):
 
     @staticmethod
     def forward(ctx, a, axis=None, keepdims=False):
-        ctx.axes = _norm_axes(axis, a.ndim)
-        ctx.keepdims, ctx.shape, ctx.dtype = keepdims, a.shape, a.dtype
-        out = np.sum(a, axis=ctx.axes, keepdims=keepdims)
+        out = np.sum(a, axis=axis, keepdims=keepdims)
+        ctx.axes, ctx.keepdims, ctx.shape, ctx.dtype = _axes(axis, a.ndim), keepdims, a.shape, a.dtype
         return np.asarray(out, dtype=a.dtype if a.dtype.kind == "f" else None)
 
     @staticmethod
@@ -451,11 +421,10 @@ class Mean(Function):
 
     @staticmethod
     def forward(ctx, a, axis=None, keepdims=False):
-        ctx.axes = _norm_axes(axis, a.ndim)
-        ctx.keepdims, ctx.shape, ctx.dtype = keepdims, a.shape, a.dtype
-        ctx.n = int(np.prod([a.shape[i] for i in ctx.axes])) if ctx.axes else 1
         with np.errstate(invalid="ignore", divide="ignore"):  # mean over zero elements is nan
-            out = np.mean(a, axis=ctx.axes, keepdims=keepdims)
+            out = np.mean(a, axis=axis, keepdims=keepdims)
+        ctx.axes, ctx.keepdims, ctx.shape, ctx.dtype = _axes(axis, a.ndim), keepdims, a.shape, a.dtype
+        ctx.n = int(np.prod([a.shape[i] for i in ctx.axes]))
         return np.asarray(out, dtype=a.dtype if a.dtype.kind == "f" else None)
 
     @staticmethod
@@ -467,37 +436,33 @@ class Mean(Function):
 
 
 class Max(Function):
-    """c = a.max(axis, keepdims); the gradient is split evenly among the tied extremes of each
-    slice: da = dc * mask / count(mask).
-
-    ``nan="spread"`` (``torch.max`` without dim): a slice holding NaN has max NaN and sends its
-    gradient evenly to its NaN entries (mask = a == c, or a and c both NaN).
-    ``nan="amax"`` (``torch.amax``): mask = (a == c) only, so in a NaN slice no entry matches,
-    count is 0 and every entry of the slice gets dc * 0 / 0 = NaN, as in PyTorch.
-    """
+    """c = a.max(axis, keepdims).   da = dc * tie / count(tie) with tie = (a == c): the gradient
+    is split evenly among the tied extremes of each slice. A slice holding NaN has max NaN, and
+    its NaN entries are its ties (``torch.max``'s rule; ``torch.amax`` gives NaN gradients:
+    ``pytorch_compat``'s ``AMax``)."""
 
     reduce = staticmethod(np.max)
 
     @staticmethod
-    def forward(ctx, a, axis=None, keepdims=False, nan="spread"):
-        if nan not in ("spread", "amax"):
-            raise ValueError(f'nan must be "spread" or "amax", got {nan!r}')
-        ctx.axes = _norm_axes(axis, a.ndim)
-        ctx.keepdims, ctx.nan = keepdims, nan
-        ck = np.asarray(ctx.fn_cls.reduce(a, axis=ctx.axes, keepdims=True))
+    def ties(a, c):
+        """Where ``a`` equals the extreme ``c`` of its slice, NaN equal to NaN."""
+        return (a == c) | (np.isnan(a) & np.isnan(c)) if a.dtype.kind == "f" else a == c
+
+    @staticmethod
+    def forward(ctx, a, axis=None, keepdims=False):
+        ck = np.asarray(ctx.fn_cls.reduce(a, axis=axis, keepdims=True))
+        ctx.axes, ctx.keepdims = _axes(axis, a.ndim), keepdims
         ctx.save_for_backward(a, ck)
         return ck if keepdims else np.squeeze(ck, axis=ctx.axes)
 
     @staticmethod
     def backward(ctx, dc):
         a, ck = ctx.saved_tensors
-        mask = (a == ck)
-        if ctx.nan == "spread" and a.dtype.kind == "f":
-            mask |= np.isnan(a) & np.isnan(ck)
-        count = mask.sum(axis=ctx.axes, keepdims=True)
+        tie = ctx.fn_cls.ties(a, ck)
+        count = tie.sum(axis=ctx.axes, keepdims=True)
         g = _expand(dc, ctx.axes, ctx.keepdims)
-        with np.errstate(divide="ignore", invalid="ignore"):   # count 0: NaN slice under "amax"
-            return (mask * (g / count)).astype(a.dtype, copy=False)
+        with np.errstate(divide="ignore", invalid="ignore"):   # count 0: NaN (amax's NaN slice)
+            return (tie * (g / count)).astype(a.dtype, copy=False)
 
 
 class Min(Max):
@@ -506,30 +471,11 @@ class Min(Max):
     reduce = staticmethod(np.min)
 
 
-class TakeAlongAxis(Function):
-    """c = take_along_axis(a, idx, axis) with one index per slice (``idx`` has size 1 on
-    ``axis``): the values of ``torch.max(a, dim)``. da = 0 except dc at the taken entry."""
-
-    @staticmethod
-    def forward(ctx, a, idx, axis, keepdim=False):
-        ctx.idx, ctx.axis, ctx.keepdim, ctx.shape, ctx.dtype = idx, axis, keepdim, a.shape, a.dtype
-        c = np.take_along_axis(a, idx, axis=axis)
-        return c if keepdim else np.squeeze(c, axis=axis)
-
-    @staticmethod
-    def backward(ctx, dc):
-        da = np.zeros(ctx.shape, dtype=ctx.dtype)
-        g = dc if ctx.keepdim else np.expand_dims(dc, ctx.axis)
-        np.put_along_axis(da, ctx.idx, g, axis=ctx.axis)
-        return da
-
-
 # ----------------------------------------------------------------------------- shape
 class Reshape(Function):
     """c = a.reshape(shape).   da = dc.reshape(a.shape)."""
 
     @staticmethod
-    @runtime_errors
     def forward(ctx, a, shape):
         ctx.shape = a.shape
         return np.reshape(a, shape)
@@ -543,7 +489,6 @@ class Transpose(Function):
     """c = a.transpose(axes) (None reverses).   da = dc.transpose(argsort(axes))."""
 
     @staticmethod
-    @runtime_errors
     def forward(ctx, a, axes=None):
         axes = tuple(range(a.ndim))[::-1] if axes is None else tuple(int(x) for x in axes)
         out = np.transpose(a, axes)
@@ -559,7 +504,6 @@ class BroadcastTo(Function):
     """c = np.broadcast_to(a, shape).   da = dc summed back to a.shape."""
 
     @staticmethod
-    @runtime_errors
     def forward(ctx, a, shape):
         ctx.shape, ctx.dtype = a.shape, a.dtype
         return np.broadcast_to(a, shape)
@@ -569,92 +513,33 @@ class BroadcastTo(Function):
         return unbroadcast(dc, ctx.shape, ctx.dtype)
 
 
-def _is_basic_index(index) -> bool:
-    items = index if isinstance(index, tuple) else (index,)
-    return all(
-        isinstance(i, (slice, numbers.Integral, type(None), type(Ellipsis)))
-        and not isinstance(i, bool)
-        for i in items
-    )
-
-
-def _is_int(i) -> bool:
-    """An integer index: a Python or NumPy int, or a 0-d integer array (a 0-d Tensor's)."""
-    return (isinstance(i, numbers.Integral) and not isinstance(i, bool)) or \
-        (isinstance(i, np.ndarray) and i.ndim == 0 and i.dtype.kind in "iu")
-
-
-def torch_index(index) -> tuple:
-    """``index`` as PyTorch reads it: two NumPy indexes ``(first, then)``, applied in turn as
-    ``a[first][then]``; ``first`` is basic, so ``a[first]`` is a view (setitem writes into it).
-
-    NumPy counts an integer beside an index array as one more index array, and moves the axes
-    of index arrays separated by a slice (or ``None``, ``...``) to the front: ``y[0, :, [0, 2]]``
-    on a (2, 3, 4) array is (2, 3). PyTorch applies the integers first, each removing its axis,
-    and reads the rest as NumPy does: (3, 2). So ``first`` holds the integers (a full slice for
-    each axis another entry takes) and ``then`` the other entries. Where NumPy and PyTorch agree
-    (no integer, or no array), ``first`` is ``...`` and ``then`` the index itself.
-    """
-    items = index if isinstance(index, tuple) else (index,)
-    if _is_basic_index(items) or not any(_is_int(i) for i in items):
-        return (Ellipsis,), index
-    first, then = [], []
-    for i in items:
-        if _is_int(i):
-            first.append(int(i))
-            continue
-        then.append(i)
-        if i is Ellipsis:
-            first.append(i)
-        elif isinstance(i, slice):
-            first.append(slice(None))
-        elif i is not None:                     # an index array: a bool one takes ndim axes
-            a = np.asarray(i)
-            first.extend([slice(None)] * (a.ndim if a.dtype == bool else 1))
-    return tuple(first) + (() if Ellipsis in first else (Ellipsis,)), tuple(then)
-
-
 class GetItem(Function):
-    """c = a[index], read as PyTorch reads it (``torch_index``).   da = zeros_like(a) with dc
-    added at index (np.add.at, so repeated integer indices accumulate)."""
+    """c = a[index] (NumPy's indexing).   da = zeros_like(a) with dc added at index (np.add.at,
+    so an entry selected twice by repeated integer indices gets both gradients)."""
 
     @staticmethod
     def forward(ctx, a, index):
-        ctx.first, ctx.then = torch_index(index)
-        ctx.shape, ctx.dtype = a.shape, a.dtype
-        return a[ctx.first][ctx.then]
+        ctx.index, ctx.shape, ctx.dtype = index, a.shape, a.dtype
+        return a[index]
 
     @staticmethod
     def backward(ctx, dc):
         da = np.zeros(ctx.shape, dtype=ctx.dtype)
-        view = da[ctx.first]
-        if _is_basic_index(ctx.then):
-            view[ctx.then] = dc  # a basic index selects each element at most once
+        if _is_basic_index(ctx.index):
+            da[ctx.index] = dc  # slices and integers select each element at most once
         else:
-            np.add.at(view, ctx.then, dc)
+            np.add.at(da, ctx.index, dc)
         return da
-
-
-_CATEGORY = {"b": 0, "i": 1, "u": 1, "f": 2}     # bool < integer < floating (PyTorch's categories)
-
-
-def same_dtype(arrays):
-    """``arrays`` cast to ``torch.cat``'s result dtype: the widest dtype of the highest category
-    among them (float32 with int64 is float32, where NumPy would give float64)."""
-    top = max(_CATEGORY[a.dtype.kind] for a in arrays)
-    dtype = np.result_type(*(a.dtype for a in arrays if _CATEGORY[a.dtype.kind] == top))
-    return [a.astype(dtype, copy=False) for a in arrays]
 
 
 class Concatenate(Function):
     """c = np.concatenate(arrays, axis).   da_i = the slice of dc that came from a_i."""
 
     @staticmethod
-    @runtime_errors
     def forward(ctx, *arrays, axis=0):
         arrays = [np.asarray(a) for a in arrays]
         ctx.dtypes = [a.dtype for a in arrays]
-        out = np.concatenate(same_dtype(arrays), axis=axis)
+        out = np.concatenate(arrays, axis=axis)
         ctx.axis = axis % out.ndim
         ctx.sizes = [a.shape[ctx.axis] for a in arrays]
         return out
@@ -670,11 +555,10 @@ class Stack(Function):
     """c = np.stack(arrays, axis).   da_i = dc taken at position i of the new axis."""
 
     @staticmethod
-    @runtime_errors
     def forward(ctx, *arrays, axis=0):
         arrays = [np.asarray(a) for a in arrays]
         ctx.dtypes = [a.dtype for a in arrays]
-        out = np.stack(same_dtype(arrays), axis=axis)
+        out = np.stack(arrays, axis=axis)
         ctx.axis = axis % out.ndim
         return out
 
@@ -689,7 +573,6 @@ class Where(Function):
     """c = where(cond, a, b).   da = dc where cond else 0, db = dc where not cond else 0."""
 
     @staticmethod
-    @runtime_errors
     def forward(ctx, cond, a, b):
         cond = np.asarray(cond, dtype=bool)
         ctx.save_for_backward(cond)
@@ -707,159 +590,135 @@ class Where(Function):
         return None, da, db
 
 
-# ----------------------------------------------------------------------------- functions
+# ----------------------------------------------------------------------------- Tensor's methods
+def _operands(a, b):
+    """Both sides of a binary operator, as the engine's hook casts them (``tensor.Hooks``:
+    unchanged here, PyTorch's result dtype once ``minigrad.pytorch_compat`` is imported)."""
+    return tensor.hooks.operands(a, b)
 
 
-def promote(a, b):
-    """Cast the operands (Tensors or arrays) of a binary op to PyTorch's result dtype.
-
-    ``torch.result_type``: across categories the higher one's dtype wins (int64 with float32 is
-    float32; NumPy would give float64); within a category a 0-d operand takes the dimensioned
-    one's dtype (float32 (3,) with a 0-d float64 is float32), and otherwise the op's own NumPy
-    promotion gives the wider dtype. A Tensor is cast by ``Cast``, so its gradient flows back.
-
-    Raises:
-        TypeError: an operand that is not numeric or bool (a string, None, a complex number).
-    """
-    if a.dtype.kind not in _CATEGORY or b.dtype.kind not in _CATEGORY:
-        raise TypeError(f"unsupported operand dtypes {a.dtype} and {b.dtype}: numeric or bool "
-                        "only")
-    ca, cb = _CATEGORY[a.dtype.kind], _CATEGORY[b.dtype.kind]
-    if ca == cb and (a.ndim == 0) == (b.ndim == 0):
-        return a, b
-    if ca > cb or (ca == cb and b.ndim == 0):
-        return a, _cast(b, a.dtype)
-    return _cast(a, b.dtype), b
+# What every class body defines and a Tensor must not take over; ``__hash__`` too: a class
+# that defines ``__eq__`` gets ``__hash__ = None``, and a Tensor keeps object's hash.
+_CLASS_BOOKKEEPING = {"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__",
+                      "__firstlineno__", "__static_attributes__", "__hash__"}
 
 
-def _cast(x, dtype):
-    return Cast.apply(x, dtype=dtype) if isinstance(x, Tensor) else x.astype(dtype)
+def attach_to_tensor(cls):
+    """Class decorator: copy the methods and properties that ``cls`` defines onto ``Tensor``."""
+    for name, value in vars(cls).items():
+        if name not in _CLASS_BOOKKEEPING:
+            setattr(Tensor, name, value)
+    return cls
 
 
-def operand(x, like):
-    """``x`` as the other operand of a binary op beside ``like``: a Tensor unchanged; a Python or
-    NumPy scalar in ``like``'s dtype when ``like`` is a floating Tensor, or an integer Tensor and
-    the scalar an integer; a float scalar beside an integer Tensor in float32 (PyTorch's
-    default dtype); anything else ``np.asarray(x)``. Then ``promote`` gives the result dtype."""
-    if isinstance(x, Tensor):
-        return x
-    if isinstance(like, Tensor) and isinstance(x, (numbers.Number, np.generic)):
-        if like.dtype.kind == "f" or (isinstance(x, numbers.Integral) and like.dtype.kind in "iu"):
-            return np.asarray(x, dtype=like.dtype)
-        if isinstance(x, float):
-            return np.asarray(x, dtype=np.float32)
-    return np.asarray(x)
+@attach_to_tensor
+class TensorOps:
+    """The operators and methods of ``Tensor``, each a call of a Function above, copied onto
+    ``Tensor`` (``tensor.py`` knows no operation). NumPy's names and arguments;
+    ``minigrad.pytorch_compat`` adds PyTorch's spellings around them."""
 
+    def __add__(self, other):
+        return Add.apply(*_operands(self, other))
 
-def where(condition, x, y) -> Tensor:
-    """Elementwise ``x`` where ``condition`` else ``y``, broadcasting like ``np.where``.
+    def __radd__(self, other):
+        return Add.apply(*_operands(self, other)[::-1])
 
-    Args:
-        condition: bool array or Tensor (not differentiated).
-        x, y: Tensors, arrays or scalars; a scalar beside a Tensor is read by ``operand``
-            (a Python float beside an integer Tensor is float32) and the dtypes are promoted
-            as PyTorch's (``promote``).
+    def __sub__(self, other):
+        return Sub.apply(*_operands(self, other))
 
-    Returns:
-        Tensor of the broadcast shape.
+    def __rsub__(self, other):
+        return Sub.apply(*_operands(self, other)[::-1])
 
-    Raises:
-        ValueRuntimeError: shapes that do not broadcast.
-    """
-    cond = condition.data if isinstance(condition, Tensor) else condition
-    like = x if isinstance(x, Tensor) else y
-    return Where.apply(cond, *promote(operand(x, like), operand(y, like)))
+    def __mul__(self, other):
+        return Mul.apply(*_operands(self, other))
 
+    def __rmul__(self, other):
+        return Mul.apply(*_operands(self, other)[::-1])
 
-def maximum(input, other) -> Tensor:
-    """Elementwise maximum of two Tensors (or a Tensor and an array or scalar), broadcasting,
-    NaN where either is NaN, in PyTorch's result dtype (``torch.maximum``). A tie shares the
-    gradient evenly between the two (``Maximum``).
+    def __truediv__(self, other):
+        return Div.apply(*_operands(self, other))
 
-    Raises:
-        ValueRuntimeError: shapes that do not broadcast.
-    """
-    like = input if isinstance(input, Tensor) else other
-    return Maximum.apply(*promote(operand(input, like), operand(other, like)))
+    def __rtruediv__(self, other):
+        return Div.apply(*_operands(self, other)[::-1])
 
+    def __matmul__(self, other):
+        return MatMul.apply(*_operands(self, other))
 
-def minimum(input, other) -> Tensor:
-    """Elementwise minimum (``torch.minimum``); as ``maximum``."""
-    like = input if isinstance(input, Tensor) else other
-    return Minimum.apply(*promote(operand(input, like), operand(other, like)))
+    def __rmatmul__(self, other):
+        return MatMul.apply(*_operands(self, other)[::-1])
 
+    def __pow__(self, exponent):
+        return Pow.apply(*_operands(self, exponent))
 
-def masked_fill(x: Tensor, mask, value: float) -> Tensor:
-    """``value`` where ``mask`` (bool, broadcastable to x) is True, else ``x``
-    (``torch.Tensor.masked_fill``). The gradient to ``x`` is 0 at masked positions."""
-    m = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
-    if m.dtype != np.bool_:
-        raise TypeError(f"masked_fill: mask must be bool, got {m.dtype}")
-    return where(m, value, x)
+    def __rpow__(self, base):
+        return Pow.apply(*_operands(self, base)[::-1])
 
+    def __neg__(self):
+        return Neg.apply(self)
 
-def concatenate(tensors, axis: int = 0) -> Tensor:
-    """Join Tensors along an existing axis, as ``np.concatenate``, in ``torch.cat``'s result
-    dtype (``same_dtype``); each input's gradient comes back in its own dtype.
+    def exp(self) -> Tensor:
+        """Elementwise e**x."""
+        return Exp.apply(self)
 
-    Raises:
-        TypeError: if ``tensors`` is one Tensor rather than a sequence of them.
-        ValueError: if ``tensors`` is empty (as ``torch.cat``).
-        ValueRuntimeError: shapes that do not match off ``axis``, or 0-d Tensors.
-    """
-    if isinstance(tensors, Tensor):
-        raise TypeError("concatenate: expected a sequence of Tensors, got one Tensor")
-    tensors = list(tensors)
-    if not tensors:
-        raise ValueError("concatenate: need at least one Tensor")
-    return Concatenate.apply(*tensors, axis=axis)
+    def log(self) -> Tensor:
+        """Elementwise natural logarithm."""
+        return Log.apply(self)
 
+    def sqrt(self) -> Tensor:
+        """Elementwise square root."""
+        return Sqrt.apply(self)
 
-def cat(tensors, dim: int = 0) -> Tensor:
-    """``concatenate`` under PyTorch's name and keyword (``torch.cat(tensors, dim=0)``)."""
-    return concatenate(tensors, axis=dim)
+    def tanh(self) -> Tensor:
+        """Elementwise tanh."""
+        return Tanh.apply(self)
 
+    def sigmoid(self) -> Tensor:
+        """Elementwise logistic sigmoid 1 / (1 + e**-x), stable for large |x|."""
+        return Sigmoid.apply(self)
 
-def stack(tensors, axis: int = 0, *, dim=None) -> Tensor:
-    """Join same-shape Tensors along a new axis, as ``np.stack``, in ``torch.stack``'s result
-    dtype (``same_dtype``); ``dim=`` is PyTorch's name for ``axis``.
+    def relu(self) -> Tensor:
+        """Elementwise max(x, 0); gradient 0 at x = 0 (PyTorch's convention)."""
+        return Relu.apply(self)
 
-    Raises:
-        TypeError: if ``tensors`` is one Tensor rather than a sequence of them.
-        ValueRuntimeError: if ``tensors`` is empty or shapes differ.
-    """
-    if isinstance(tensors, Tensor):
-        raise TypeError("stack: expected a sequence of Tensors, got one Tensor")
-    tensors = list(tensors)
-    if not tensors:
-        raise ValueRuntimeError("stack: need at least one Tensor")
-    return Stack.apply(*tensors, axis=axis if dim is None else dim)
+    def abs(self) -> Tensor:
+        """Elementwise |x|; gradient sign(x), 0 at x = 0 and at NaN (``torch.abs``)."""
+        return Abs.apply(self)
 
+    def astype(self, dtype) -> Tensor:
+        """Cast to ``dtype`` (differentiable between floating dtypes)."""
+        return Cast.apply(self, dtype=np.dtype(dtype))
 
-def split(x: Tensor, indices_or_sections, axis: int = 0) -> list:
-    """Split ``x`` along ``axis`` into a list of Tensors, as ``np.split`` (each part is a
-    differentiable slice).
+    def sum(self, axis=None, keepdims: bool = False) -> Tensor:
+        """Sum over ``axis`` (None: all; an int or a tuple; negative counts from the end), as
+        ``np.sum``."""
+        return Sum.apply(self, axis=axis, keepdims=keepdims)
 
-    Raises:
-        ValueError: if an integer number of sections does not divide the axis.
-    """
-    x = x if isinstance(x, Tensor) else Tensor(x)
-    n = x.shape[axis]
-    ax = axis % x.ndim
-    if isinstance(indices_or_sections, (int, np.integer)):
-        k = int(indices_or_sections)
-        if k <= 0 or n % k:
-            raise ValueError(f"split: array split does not result in an equal division ({n} by {k})")
-        bounds = [i * (n // k) for i in range(k + 1)]
-    else:
-        bounds = [0] + [int(i) for i in indices_or_sections] + [n]
-    parts = []
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
-        idx = (slice(None),) * ax + (slice(lo, hi),)
-        parts.append(x[idx])
-    return parts
+    def mean(self, axis=None, keepdims: bool = False) -> Tensor:
+        """Mean over ``axis``, as ``np.mean``."""
+        return Mean.apply(self, axis=axis, keepdims=keepdims)
 
+    def max(self, axis=None, keepdims: bool = False) -> Tensor:
+        """Maximum over ``axis``, as ``np.max``; the gradient is split among tied maxima."""
+        return Max.apply(self, axis=axis, keepdims=keepdims)
 
-def broadcast_to(x: Tensor, shape) -> Tensor:
-    """Broadcast ``x`` to ``shape`` (``np.broadcast_to``); the gradient is summed back."""
-    return BroadcastTo.apply(x, shape=tuple(shape))
+    def min(self, axis=None, keepdims: bool = False) -> Tensor:
+        """Minimum over ``axis``, as ``np.min``; the gradient rules of ``max``."""
+        return Min.apply(self, axis=axis, keepdims=keepdims)
+
+    def reshape(self, *shape) -> Tensor:
+        """Reshape, as ``np.reshape``: ``reshape(2, 3)`` or ``reshape((2, 3))``."""
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return Reshape.apply(self, shape=shape)
+
+    def transpose(self, *axes) -> Tensor:
+        """Permute the axes, as ``np.transpose``: none reverses them; a tuple or one int per axis
+        gives the permutation."""
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = tuple(axes[0])
+        return Transpose.apply(self, axes=axes if axes else None)
+
+    @property
+    def T(self) -> Tensor:
+        """All axes reversed (``np.ndarray.T``)."""
+        return self.transpose()

@@ -27,7 +27,7 @@ from typing import Any, Dict, List
 
 import numpy as np
 
-from .grad_mode import enable_grad, no_grad
+from .pytorch_compat.grad_mode import enable_grad, no_grad
 from .tensor import Tensor
 
 __all__ = ["Optimizer", "AdamW", "clip_grad_norm_"]

@@ -18,20 +18,57 @@ Function, its inputs, the arrays it saved). ``Tensor.backward`` walks that graph
 ``from_pair`` makes a Function of a NumPy pair ``forward -> (out, cache)`` /
 ``backward(dout, cache)``: every hand-derived layer of ``layers/`` is one.
 
-A float32 graph computes and returns float32 gradients. Around this file: ``ops.py``, the
-primitive Functions (``unbroadcast`` sums a broadcast gradient back to its input's shape);
-``tensor_methods.py``, Tensor's operators and methods (``+``, ``@``, ``sum``, ...);
-``_guards.py``, the checks that turn a mistake into an error; ``_inplace.py``, ``+=`` & co.
-(recorded in the graph by giving the Tensor a new node: ``graph_inputs``).
+Read next: ``ops.py``, the primitive Functions with their formulas and Tensor's operators.
+This file imports nothing of minigrad. PyTorch's rules (dtype promotion, indexing, in-place
+operations and their version counters) live in ``minigrad/pytorch_compat/``, which fills the
+few ``hooks`` below when ``minigrad`` is imported; here each hook does nothing.
 """
 from __future__ import annotations
 
+import threading
 from typing import Any, Optional, Tuple
 
 import numpy as np
 
-from . import _guards
-from .grad_mode import is_grad_enabled
+
+class Hooks:
+    """Where PyTorch's rules act inside the engine. Each method does nothing here (NumPy's
+    behaviour); ``minigrad.pytorch_compat.rules`` subclasses it and installs itself as
+    ``tensor.hooks`` when ``minigrad`` is imported."""
+
+    def array(self, data, dtype):               # Tensor(data): the array it holds
+        return np.asarray(data, dtype=dtype)
+
+    def operands(self, a, b):                   # a + b, a @ b, ...: the operands, cast
+        return a, b
+
+    def inputs(self, ctx):                      # toposort: the inputs of a node
+        return ctx.inputs
+
+    def applied(self, ctx, result, args):       # Function.apply made result (ctx: None unless
+        pass                                    # a node was recorded)
+
+    def before_backward(self, ctx):             # Tensor.backward, before a node's backward
+        pass
+
+    def data_set(self, tensor, old, new):       # t.data = new
+        pass
+
+
+hooks = Hooks()
+_grad_mode = threading.local()      # per thread, as PyTorch's grad mode
+
+
+def is_grad_enabled() -> bool:
+    """Whether ``Function.apply`` records nodes (True unless inside ``no_grad``), in the
+    calling thread (``torch.is_grad_enabled``)."""
+    return getattr(_grad_mode, "enabled", True)
+
+
+class ValueRuntimeError(ValueError, RuntimeError):
+    """Bad input that NumPy reports as a ValueError and PyTorch as a RuntimeError: shapes that do
+    not broadcast, multiply, reshape or concatenate, a bad permutation, ``clamp(None, None)``,
+    ``item()`` of many elements. A subclass of both, so code written for either catches it."""
 
 
 class Tensor:
@@ -58,21 +95,14 @@ class Tensor:
     """
 
     def __init__(self, data: Any, requires_grad: bool = False, dtype=None) -> None:
-        if isinstance(data, Tensor):
-            data = data.data
-        arr = np.asarray(data, dtype=dtype)
-        if dtype is None and arr.dtype == np.float64 and not isinstance(data, (np.ndarray, np.generic)):
-            arr = arr.astype(np.float32)        # Python floats: float32, as torch.tensor
-        if arr.dtype.kind not in "biuf":
-            raise TypeError(f"Tensor data must be numeric or bool, got dtype {arr.dtype}")
-        self._data = arr
+        self._data = hooks.array(data.data if isinstance(data, Tensor) else data, dtype)
+        if self._data.dtype.kind not in "biuf":
+            raise TypeError(f"Tensor data must be numeric or bool, got dtype {self._data.dtype}")
         self.grad: Optional[np.ndarray] = None
         self._ctx: Optional[Context] = None      # the node that made this Tensor; None: a leaf
-        self._vc = _guards.VersionCounter()      # bumped by in-place operations
         self._retains_grad = False
         self._requires_grad = False
         self.requires_grad = requires_grad
-        self._before = None     # {node: Tensor}: this Tensor before each in-place op recorded on it
 
     def backward(self, gradient: Any = None, retain_graph: bool = False) -> None:
         """Accumulate d(self)/d(leaf) . gradient into ``leaf.grad`` for every leaf that requires
@@ -84,32 +114,25 @@ class Tensor:
             retain_graph (bool): keep the saved arrays so that backward can run again.
 
         Raises:
-            RuntimeError: if ``self`` does not require grad; if ``grad`` is omitted for a Tensor of
-                more than one element; if the graph was already freed by an earlier backward; if
-                an array saved for backward was modified in place; if a Function's backward
-                returns a gradient of the wrong count, shape or dtype.
-            ValueRuntimeError: if ``grad`` has the wrong shape (a ValueError, and a RuntimeError
-                as in PyTorch).
+            RuntimeError: if ``self`` does not require grad; if ``gradient`` is omitted for a
+                Tensor of more than one element; if the graph was already freed by an earlier
+                backward; if an array saved for backward was modified in place; if a Function's
+                backward returns a gradient of the wrong count, shape or dtype.
+            ValueRuntimeError: if ``gradient`` has the wrong shape.
         """
-        grad = gradient
         if not self._requires_grad:
             raise RuntimeError("backward: this Tensor does not require grad and has no grad_fn")
-        if grad is None:
+        if gradient is None:
             if self._data.size != 1:
                 raise RuntimeError(
                     f"backward: grad can be implicitly created only for a Tensor with one element; "
-                    f"this one has shape {self.shape}, so pass gradient= of that shape"
-                )
-            grad = np.ones_like(self._data)
-        else:
-            grad = np.asarray(grad.data if isinstance(grad, Tensor) else grad)
-            if grad.shape != self.shape:
-                raise _guards.ValueRuntimeError(
-                    f"backward: grad has shape {grad.shape}, expected the Tensor's shape {self.shape}"
-                )
-            grad = grad.astype(self.dtype, copy=False)
-
-        grads = {id(self): grad}        # id(Tensor) -> d(self)/d(Tensor) . grad, summed so far
+                    f"this one has shape {self.shape}, so pass gradient= of that shape")
+            gradient = np.ones_like(self._data)
+        grad = np.asarray(gradient.data if isinstance(gradient, Tensor) else gradient)
+        if grad.shape != self.shape:
+            raise ValueRuntimeError(f"backward: grad has shape {grad.shape}, expected the "
+                                    f"Tensor's shape {self.shape}")
+        grads = {id(self): grad.astype(self.dtype, copy=False)}  # id -> gradient summed so far
         for t in reversed(toposort(self)):
             g = grads.pop(id(t), None)
             if g is None:               # no gradient reached t (its users returned None)
@@ -119,38 +142,32 @@ class Tensor:
             ctx = t._ctx
             if ctx is None:             # a leaf: nothing further back
                 continue
-            _guards.check_not_freed(ctx)
-            _guards.check_versions(ctx)
-            in_grads = _guards.check_grads(ctx, ctx.fn_cls.backward(ctx, g))  # toposort set ctx.inputs
+            ctx.check_not_freed()
+            hooks.before_backward(ctx)
+            in_grads = ctx.check_grads(ctx.fn_cls.backward(ctx, g))
             for inp, gi in zip(ctx.inputs, in_grads):
                 if gi is not None:      # accumulate: a Tensor used twice gets the sum
                     prev = grads.get(id(inp))
                     grads[id(inp)] = gi if prev is None else prev + gi
             if not retain_graph:
-                ctx._free()
+                ctx.free()
 
-    # ---------------------------------------------------------------- attributes
     @property
     def data(self) -> np.ndarray:
-        """The underlying ``np.ndarray`` (shared, not copied)."""
+        """The underlying ``np.ndarray`` (shared, not copied); assigning replaces it.
+
+        Raises:
+            TypeError: assigning non-floating data to a Tensor that requires grad.
+        """
         return self._data
 
     @data.setter
     def data(self, value: Any) -> None:
-        """Replace ``data``. ``t.data -= lr * g`` (an in-place update of the same array) bumps the
-        version counter, so a backward that saved the old values raises; assigning a new array
-        does not (the saved array is untouched), as in PyTorch."""
         arr = np.asarray(value.data if isinstance(value, Tensor) else value)
         if self._requires_grad and arr.dtype.kind != "f":
             raise TypeError(f"a Tensor that requires grad needs floating data, got {arr.dtype}")
-        if arr is self._data or (arr.size and self._data.size
-                                 and np.may_share_memory(arr, self._data)):
-            self._bump()
+        hooks.data_set(self, self._data, arr)
         self._data = arr
-
-    def _bump(self) -> None:
-        """Increment the version counter: the data changed in place."""
-        self._vc.value += 1
 
     @property
     def requires_grad(self) -> bool:
@@ -162,12 +179,10 @@ class Tensor:
         flag = bool(flag)
         if flag and self._data.dtype.kind != "f":
             raise TypeError(
-                f"only floating-point Tensors can require gradients, got dtype {self._data.dtype}"
-            )
+                f"only floating-point Tensors can require gradients, got dtype {self._data.dtype}")
         if not flag and self._ctx is not None:
             raise RuntimeError(
-                "requires_grad cannot be turned off on a non-leaf Tensor; use .detach()"
-            )
+                "requires_grad cannot be turned off on a non-leaf Tensor; use .detach()")
         self._requires_grad = flag
 
     @property
@@ -185,10 +200,9 @@ class Tensor:
         self._retains_grad = True
 
     def detach(self) -> "Tensor":
-        """A new leaf Tensor sharing ``data`` (and its version counter), outside the graph."""
+        """A new leaf Tensor sharing ``data``, outside the graph."""
         t = Tensor(self._data)
-        t._vc = self._vc
-        t._vc.shared = True
+        hooks.applied(None, t, (self,))     # a view of self, as a Function's output may be
         return t
 
     @property
@@ -200,6 +214,21 @@ class Tensor:
     def dtype(self) -> np.dtype:
         """dtype of ``data``."""
         return self._data.dtype
+
+    @property
+    def ndim(self) -> int:
+        """Number of axes."""
+        return self._data.ndim
+
+    def __repr__(self) -> str:
+        body = np.array2string(self._data, separator=", ", prefix="Tensor(")
+        extra = f", dtype={self.dtype}"
+        if self._ctx is not None:
+            extra += f", grad_fn={self._ctx.fn_cls.__name__}"
+        elif self._requires_grad:
+            extra += ", requires_grad=True"
+        return f"Tensor({body}{extra})"
+
 
 def toposort(root: Tensor) -> list:
     """The Tensors that require grad reachable from ``root``, inputs before outputs.
@@ -220,25 +249,10 @@ def toposort(root: Tensor) -> list:
         visited.add(id(t))
         stack.append((t, True))
         if t._ctx is not None:
-            for inp in graph_inputs(t._ctx):
+            for inp in hooks.inputs(t._ctx):
                 if isinstance(inp, Tensor) and inp._requires_grad and id(inp) not in visited:
                     stack.append((inp, False))
     return order
-
-
-def graph_inputs(ctx: "Context") -> tuple:
-    """``ctx.inputs`` as they were when ``ctx`` was recorded.
-
-    An in-place operation recorded in the graph (``y += z``, ``_inplace.py``) gives ``y`` a new
-    node and keeps ``y`` as it was in ``y._before[old node]``; a node recorded before the
-    operation used that one, so its input is replaced by it (as PyTorch's graph, whose edges
-    point to nodes, not to Tensors).
-    """
-    if any(isinstance(a, Tensor) and a._ctx is not c for a, c in zip(ctx.inputs, ctx.input_ctxs)):
-        ctx.inputs = tuple(a._before[c] if isinstance(a, Tensor) and a._ctx is not c else a
-                           for a, c in zip(ctx.inputs, ctx.input_ctxs))
-        ctx.input_ctxs = [getattr(a, "_ctx", None) for a in ctx.inputs]
-    return ctx.inputs
 
 
 class Context:
@@ -255,9 +269,7 @@ class Context:
         self.fn_cls = fn_cls
         self.needs_input_grad = needs_input_grad
         self.inputs: Tuple[Any, ...] = ()
-        self.input_ctxs: list = []          # the node that had made each input (graph_inputs)
         self._saved: Tuple[np.ndarray, ...] = ()
-        self._saved_versions: list = []     # filled by _guards.track_versions
         self._freed = False
 
     def save_for_backward(self, *arrays: np.ndarray) -> None:
@@ -271,10 +283,8 @@ class Context:
             if isinstance(a, np.generic):
                 a = np.asarray(a)  # a ufunc on a 0-d array returns a NumPy scalar
             elif a is not None and not isinstance(a, np.ndarray):
-                raise TypeError(
-                    f"{self.fn_cls.__name__}: save_for_backward takes np.ndarrays, "
-                    f"got {type(a).__name__}"
-                )
+                raise TypeError(f"{self.fn_cls.__name__}: save_for_backward takes np.ndarrays, "
+                                f"got {type(a).__name__}")
             out.append(a)
         self._saved = tuple(out)
 
@@ -285,15 +295,53 @@ class Context:
         Raises:
             RuntimeError: after the graph was freed by a backward without ``retain_graph``.
         """
-        _guards.check_not_freed(self)
+        self.check_not_freed()
         return self._saved
 
-    def _free(self) -> None:
+    def free(self) -> None:
         """Drop the saved arrays and any attribute forward set (backward ran, unless retained)."""
-        for k in [k for k in vars(self) if k not in ("fn_cls", "needs_input_grad", "inputs",
-                                                     "input_ctxs")]:
+        keep = {"fn_cls", "needs_input_grad", "inputs", "input_ctxs"}
+        for k in [k for k in vars(self) if k not in keep]:
             delattr(self, k)
-        self._saved, self._saved_versions, self._freed = (), [], True
+        self._saved, self._freed = (), True
+
+    def check_not_freed(self) -> None:
+        """Raise RuntimeError when the saved arrays were freed by an earlier backward."""
+        if self._freed:
+            raise RuntimeError(
+                f"Trying to backward through the graph a second time (node "
+                f"{self.fn_cls.__name__}): its saved arrays were freed by the first backward. "
+                "Pass retain_graph=True to the first backward if you need to backward twice.")
+
+    def check_grads(self, grads) -> tuple:
+        """What ``backward`` returned, as one gradient per input (None for an input that is no
+        Tensor requiring grad).
+
+        Raises:
+            RuntimeError: a wrong count of gradients, or one that is not an array or has the
+                wrong shape or dtype, naming the Function.
+        """
+        name, n = self.fn_cls.__name__, len(self.inputs)
+        grads = grads if isinstance(grads, tuple) else (grads,)
+        if len(grads) != n:
+            raise RuntimeError(f"{name}.backward returned {len(grads)} gradient(s), expected "
+                               f"{n} (one per forward input)")
+        out = []
+        for i, (inp, g) in enumerate(zip(self.inputs, grads)):
+            if g is None or not getattr(inp, "_requires_grad", False):
+                out.append(None)
+                continue
+            g = np.asarray(g) if isinstance(g, np.generic) else g
+            if not isinstance(g, np.ndarray):
+                raise RuntimeError(f"{name}.backward returned a {type(g).__name__} for input "
+                                   f"{i}; expected an np.ndarray of shape {inp.shape} and dtype "
+                                   f"{inp.dtype}")
+            for what, got, want in (("shape", g.shape, inp.shape), ("dtype", g.dtype, inp.dtype)):
+                if got != want:
+                    raise RuntimeError(f"{name}.backward returned a gradient of {what} {got} "
+                                       f"for input {i}, expected the input's {what} {want}")
+            out.append(g)
+        return tuple(out)
 
 
 class Function:
@@ -324,7 +372,7 @@ class Function:
       A backward must not modify ``grad_output`` in place.
 
     The engine checks what backward returns and raises a RuntimeError naming the Function on
-    a wrong count, shape or dtype (``_guards.check_grads``).
+    a wrong count, shape or dtype (``Context.check_grads``).
     """
 
     @staticmethod
@@ -353,23 +401,17 @@ class Function:
         """
         arrays = [a._data if isinstance(a, Tensor) else a for a in args]
         needs = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
-        record = any(needs) and is_grad_enabled()
         ctx = Context(cls, needs)
         out = cls.forward(ctx, *arrays, **kwargs)
-        if not isinstance(out, np.ndarray):
-            if not isinstance(out, (np.generic, int, float, bool)):
-                raise TypeError(
-                    f"{cls.__name__}.forward must return an np.ndarray, got {type(out).__name__}"
-                )
-            out = np.asarray(out)
-        result = Tensor(out)
-        _guards.share_view_counter(result, args)
-        if record:
+        if not isinstance(out, (np.ndarray, np.generic, int, float, bool)):
+            raise TypeError(f"{cls.__name__}.forward must return an np.ndarray, got "
+                            f"{type(out).__name__}")
+        result = Tensor(np.asarray(out))
+        if any(needs) and is_grad_enabled():      # record the node
             result._requires_grad = True
             result._ctx = ctx
             ctx.inputs = args
-            ctx.input_ctxs = [a._ctx if isinstance(a, Tensor) else None for a in args]
-            _guards.track_versions(ctx, result)
+        hooks.applied(result._ctx, result, args)
         return result
 
 

@@ -1,41 +1,28 @@
-"""The operators and methods of ``Tensor``: each one a call of a primitive Function of ``ops.py``.
+"""Tensor's methods in PyTorch's spellings, and those NumPy's array API has beside the engine's.
 
-Tensor methods follow NumPy's array API (``sum(axis=None, keepdims=False)``, ``transpose(*axes)``,
-``swapaxes``, ``.T``, indexing), because a Tensor is a NumPy array with a gradient; PyTorch's
-spellings are accepted beside them (``dim=``/``keepdim=``, ``view``, ``permute``, ``unsqueeze``,
-``squeeze``, ``flatten``, ``t``, ``max(dim=)`` -> (values, indices), ``numel``, ``item``).
-A Python scalar operand takes the Tensor's floating dtype. Deliberate differences from
-PyTorch: docs/pytorch.md.
-
-They are written in the class ``TensorMethods`` and copied onto ``Tensor`` by
-``@attach_to_tensor`` when this module is imported (``minigrad/__init__.py`` imports it), so that
-``tensor.py``, the engine, needs nothing of the operations built on it.
+The engine's methods (``minigrad/ops.py``: ``sum(axis, keepdims)``, ``reshape``, ``transpose``,
+the operators, ...) take NumPy's names and arguments; here they also take PyTorch's
+(``dim=``/``keepdim=``, ``transpose(dim0, dim1)``, ``max(dim=)`` -> (values, indices)), and
+``Tensor`` gets the rest of PyTorch's names (``view``, ``permute``, ``unsqueeze``, ``squeeze``,
+``flatten``, ``t``, ``numel``, ``item``, ``clamp``, ``amax``, ``argmax``, ``var``, ``std``, ...),
+comparisons, conversions, NumPy interoperation and PyTorch's indexing. A method that takes
+PyTorch's spelling calls the engine's method, so a ``breakpoint()`` there still stops.
+Deliberate differences from PyTorch: docs/pytorch.md.
 """
 from __future__ import annotations
 
 import collections
+import functools
 import math
 import numbers
 from typing import Any
 
 import numpy as np
 
-from . import ops
-from ._guards import ValueRuntimeError
-from .tensor import Tensor
-
-# What every class body defines and a Tensor must not take over; ``__hash__`` too: a class
-# that defines ``__eq__`` gets ``__hash__ = None``, and a Tensor keeps object's hash.
-_CLASS_BOOKKEEPING = {"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__",
-                      "__firstlineno__", "__static_attributes__", "__hash__"}
-
-
-def attach_to_tensor(cls):
-    """Class decorator: copy the methods and properties that ``cls`` defines onto ``Tensor``."""
-    for name, value in vars(cls).items():
-        if name not in _CLASS_BOOKKEEPING:
-            setattr(Tensor, name, value)
-    return cls
+from .. import ops
+from ..ops import TensorOps, attach_to_tensor
+from ..tensor import Tensor, ValueRuntimeError
+from .rules import AxisError, operand, promote, same_dtype, torch_index
 
 
 def plain(x):
@@ -54,11 +41,13 @@ def index_arrays(index):
     return index
 
 
-def axis_keep(fn, axis, keepdims, dim, keepdim):
-    """Merge NumPy's (axis, keepdims) and PyTorch's (dim, keepdim) spellings of one argument.
+def axis_keep(fn, axis, keepdims, dim, keepdim, ndim=None):
+    """Merge NumPy's (axis, keepdims) and PyTorch's (dim, keepdim) spellings of one argument;
+    a 0-d Tensor (``ndim`` 0) takes the axes 0 and -1, as in PyTorch.
 
     Raises:
         TypeError: if both ``axis`` and ``dim`` are given.
+        AxisError: an axis other than 0 and -1 of a 0-d Tensor.
     """
     if dim is not None:
         if axis is not None:
@@ -68,6 +57,11 @@ def axis_keep(fn, axis, keepdims, dim, keepdim):
         keepdims = keepdim
     if isinstance(axis, list):
         axis = tuple(axis)
+    if ndim == 0 and axis is not None:
+        for a in axis if isinstance(axis, tuple) else (axis,):
+            if a not in (0, -1):
+                raise AxisError(int(a), 0)
+        axis = None
     return axis, bool(keepdims)
 
 
@@ -77,27 +71,9 @@ MINMAX = {
     "min": collections.namedtuple("min", ["values", "indices"]),
 }
 
-# ---------------------------------------------------------------- operands
-def _pair(t: "Tensor", other: Any):
-    """Both sides of a binary operator as engine operands, in PyTorch's result dtype.
-
-    A Python scalar takes ``t``'s dtype (float32 stays float32), and a float one with an
-    integer ``t`` gives float32 (PyTorch's default dtype) (``ops.operand``); then
-    ``ops.promote``: the floating side's dtype wins over an integer side (NumPy would turn
-    int64 with float32 into float64), and a 0-d side takes a dimensioned side's dtype within a
-    category (as PyTorch).
-    """
-    return ops.promote(t, ops.operand(other, t))
-
-
 @attach_to_tensor
 class TensorMethods:
     """The operators and methods of ``Tensor`` (copied onto it; not used on its own)."""
-
-    @property
-    def ndim(self) -> int:
-        """Number of axes."""
-        return self._data.ndim
 
     @property
     def size(self) -> int:
@@ -106,15 +82,6 @@ class TensorMethods:
 
     def __len__(self) -> int:
         return len(self._data)
-
-    def __repr__(self) -> str:
-        body = np.array2string(self._data, separator=", ", prefix="Tensor(")
-        extra = f", dtype={self.dtype}"
-        if self._ctx is not None:
-            extra += f", grad_fn={self._ctx.fn_cls.__name__}"
-        elif self._requires_grad:
-            extra += ", requires_grad=True"
-        return f"Tensor({body}{extra})"
 
     def numel(self) -> int:
         """Number of elements (PyTorch's name)."""
@@ -149,47 +116,6 @@ class TensorMethods:
         """
         self.requires_grad = requires_grad
         return self
-
-    # ---------------------------------------------------------------- operators
-    def __add__(self, other):
-        return ops.Add.apply(*_pair(self, other))
-
-    def __radd__(self, other):
-        return ops.Add.apply(*_pair(self, other)[::-1])
-
-    def __sub__(self, other):
-        return ops.Sub.apply(*_pair(self, other))
-
-    def __rsub__(self, other):
-        return ops.Sub.apply(*_pair(self, other)[::-1])
-
-    def __mul__(self, other):
-        return ops.Mul.apply(*_pair(self, other))
-
-    def __rmul__(self, other):
-        return ops.Mul.apply(*_pair(self, other)[::-1])
-
-    def __truediv__(self, other):
-        return ops.Div.apply(*_pair(self, other))
-
-    def __rtruediv__(self, other):
-        return ops.Div.apply(*_pair(self, other)[::-1])
-
-    def __matmul__(self, other):
-        return ops.MatMul.apply(*_pair(self, other))
-
-    def __rmatmul__(self, other):
-        return ops.MatMul.apply(*_pair(self, other)[::-1])
-
-    def __pow__(self, exponent):
-        return self.pow(exponent)
-
-    def __rpow__(self, base):
-        """``base ** self`` (``torch.pow(base, tensor)``): the rules of ``pow``."""
-        return ops.Pow.apply(*_pair(self, base)[::-1])
-
-    def __neg__(self):
-        return ops.Neg.apply(self)
 
     def __pos__(self):
         return self
@@ -246,7 +172,10 @@ class TensorMethods:
         return self._data.copy() if copy else self._data
 
     def __getitem__(self, index):
-        return ops.GetItem.apply(self, index=index_arrays(index))
+        """``self[index]``, read as PyTorch reads it (``rules.torch_index``)."""
+        first, then = torch_index(index_arrays(index))
+        x = self if first == (Ellipsis,) else ops.GetItem.apply(self, index=first)
+        return ops.GetItem.apply(x, index=then)
 
     # ---------------------------------------------------------------- elementwise
     def pow(self, exponent) -> "Tensor":
@@ -260,48 +189,16 @@ class TensorMethods:
                 negative integer powers are not allowed", as NumPy and PyTorch), or shapes that
                 do not broadcast.
         """
-        return ops.Pow.apply(*_pair(self, exponent))
-
-    def exp(self) -> "Tensor":
-        """Elementwise e**x."""
-        return ops.Exp.apply(self)
-
-    def log(self) -> "Tensor":
-        """Elementwise natural logarithm."""
-        return ops.Log.apply(self)
-
-    def sqrt(self) -> "Tensor":
-        """Elementwise square root."""
-        return ops.Sqrt.apply(self)
+        return self ** exponent
 
     def rsqrt(self) -> "Tensor":
         """Elementwise 1 / sqrt(x) (``torch.rsqrt``); d/dx = -1 / (2 x**1.5)."""
         return 1 / self.sqrt()
 
-    def tanh(self) -> "Tensor":
-        """Elementwise tanh."""
-        return ops.Tanh.apply(self)
-
-    def sigmoid(self) -> "Tensor":
-        """Elementwise logistic sigmoid 1 / (1 + e**-x), stable for large |x|."""
-        return ops.Sigmoid.apply(self)
-
-    def relu(self) -> "Tensor":
-        """Elementwise max(x, 0); gradient 0 at x = 0 (PyTorch's convention)."""
-        return ops.Relu.apply(self)
-
-    def astype(self, dtype) -> "Tensor":
-        """Cast to ``dtype`` (differentiable between floating dtypes)."""
-        return ops.Cast.apply(self, dtype=np.dtype(dtype))
-
     def clone(self) -> "Tensor":
         """A copy in new memory that stays in the graph: the gradient passes through unchanged
         (``torch.Tensor.clone``). ``detach()`` is the copy that leaves the graph."""
         return ops.Cast.apply(self, dtype=self.dtype)     # astype copies; its backward is dc
-
-    def abs(self) -> "Tensor":
-        """Elementwise |x|; gradient sign(x), 0 at x = 0 and at NaN (``torch.abs``)."""
-        return ops.Abs.apply(self)
 
     def clamp(self, min=None, max=None) -> "Tensor":
         """Elementwise ``min(max(x, min), max)`` (``torch.clamp``): NaN stays NaN; ``min > max``
@@ -328,24 +225,22 @@ class TensorMethods:
         return ops.Clamp.apply(x, lo=min, hi=max)
 
     def maximum(self, other) -> "Tensor":
-        """Elementwise maximum with ``other`` (``torch.Tensor.maximum``; ``ops.maximum``)."""
-        return ops.maximum(self, other)
+        """Elementwise maximum with ``other`` (``torch.Tensor.maximum``; ``minigrad.maximum``)."""
+        return maximum(self, other)
 
     def minimum(self, other) -> "Tensor":
-        """Elementwise minimum with ``other`` (``torch.Tensor.minimum``; ``ops.minimum``)."""
-        return ops.minimum(self, other)
+        """Elementwise minimum with ``other`` (``torch.Tensor.minimum``; ``minigrad.minimum``)."""
+        return minimum(self, other)
 
     # ---------------------------------------------------------------- reductions
     # NumPy's keywords (axis, keepdims) and PyTorch's (dim, keepdim) are both accepted.
     def sum(self, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> "Tensor":
         """Sum over ``axis``/``dim`` (None, int or tuple; negative allowed), as ``np.sum``."""
-        axis, keepdims = axis_keep("sum", axis, keepdims, dim, keepdim)
-        return ops.Sum.apply(self, axis=axis, keepdims=keepdims)
+        return TensorOps.sum(self, *axis_keep("sum", axis, keepdims, dim, keepdim, self.ndim))
 
     def mean(self, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> "Tensor":
         """Mean over ``axis``/``dim`` (None, int or tuple; negative allowed), as ``np.mean``."""
-        axis, keepdims = axis_keep("mean", axis, keepdims, dim, keepdim)
-        return ops.Mean.apply(self, axis=axis, keepdims=keepdims)
+        return TensorOps.mean(self, *axis_keep("mean", axis, keepdims, dim, keepdim, self.ndim))
 
     def var(self, axis=None, keepdims: bool = False, *, dim=None, keepdim=None,
             correction=1) -> "Tensor":
@@ -358,7 +253,7 @@ class TensorMethods:
         Built from the engine's ops (mean, subtract, multiply, sum), so its gradient is theirs:
         ``2 (x - mean) / (N - correction)`` times the upstream gradient.
         """
-        axis, keepdims = axis_keep("var", axis, keepdims, dim, keepdim)
+        axis, keepdims = axis_keep("var", axis, keepdims, dim, keepdim, self.ndim)
         correction = 1 if correction is None else correction      # torch: None means 1
         m = self.mean(axis=axis, keepdims=True)
         d = self - m
@@ -371,7 +266,7 @@ class TensorMethods:
         Where the std is 0 its gradient is 0, as torch's ``std_backward`` (not sqrt's 1/0)."""
         v = self.var(axis, keepdims, dim=dim, keepdim=keepdim, correction=correction)
         zero = v.data == 0
-        return ops.where(zero, 0.0, ops.where(zero, 1.0, v).sqrt())
+        return where(zero, 0.0, where(zero, 1.0, v).sqrt())
 
     def max(self, axis=None, keepdims: bool = False, *, dim=None, keepdim=None):
         """Maximum, in NumPy's or PyTorch's call form.
@@ -393,33 +288,34 @@ class TensorMethods:
         return self._extremum("min", axis, keepdims, dim, keepdim)
 
     def _extremum(self, name, axis, keepdims, dim, keepdim):
-        fn = ops.Max if name == "max" else ops.Min
         if dim is not None and self.ndim == 0:      # PyTorch: dim 0 or -1, a 0-d result
             return self.reshape(1)._extremum(name, axis, False, dim, False)
         if dim is not None:
             if axis is not None:
                 raise TypeError(f"{name}: got both axis= and dim=; use one")
             keep = bool(keepdims if keepdim is None else keepdim)
-            d = ops._norm_axes(dim, self.ndim)
-            if len(d) != 1:
+            if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
                 raise TypeError(f"{name}(dim=...) takes one int dim, got {dim!r}")
+            if not -self.ndim <= dim < self.ndim:
+                raise AxisError(int(dim), self.ndim)
+            d = int(dim) % self.ndim
             arg = np.argmax if name == "max" else np.argmin
-            idx = np.expand_dims(arg(self._data, axis=d[0]), d[0])
-            values = ops.TakeAlongAxis.apply(self, idx=idx, axis=d[0], keepdim=keep)
-            return MINMAX[name](values, Tensor(idx if keep else np.squeeze(idx, axis=d[0])))
-        axis, keepdims = axis_keep(name, axis, keepdims, None, keepdim)
-        return fn.apply(self, axis=axis, keepdims=keepdims, nan="spread")
+            idx = np.expand_dims(arg(self._data, axis=d), d)
+            values = TakeAlongAxis.apply(self, idx=idx, axis=d, keepdim=keep)
+            return MINMAX[name](values, Tensor(idx if keep else np.squeeze(idx, axis=d)))
+        core = TensorOps.max if name == "max" else TensorOps.min
+        return core(self, *axis_keep(name, axis, keepdims, None, keepdim, self.ndim))
 
     def amax(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> "Tensor":
         """Maximum over ``dim`` (None: all, int or tuple) (``torch.amax``): the gradient is split
         evenly among tied maxima; in a slice holding NaN every entry gets a NaN gradient."""
-        dim, keepdim = axis_keep("amax", dim, keepdim, axis, keepdims)
-        return ops.Max.apply(self, axis=dim, keepdims=keepdim, nan="amax")
+        dim, keepdim = axis_keep("amax", dim, keepdim, axis, keepdims, self.ndim)
+        return AMax.apply(self, axis=dim, keepdims=keepdim)
 
     def amin(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> "Tensor":
         """Minimum over ``dim`` (``torch.amin``); the gradient rules of ``amax``."""
-        dim, keepdim = axis_keep("amin", dim, keepdim, axis, keepdims)
-        return ops.Min.apply(self, axis=dim, keepdims=keepdim, nan="amax")
+        dim, keepdim = axis_keep("amin", dim, keepdim, axis, keepdims, self.ndim)
+        return AMin.apply(self, axis=dim, keepdims=keepdim)
 
     def argmax(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> "Tensor":
         """Index of the first maximum (a NaN counts as the maximum), as an int64 Tensor
@@ -441,12 +337,6 @@ class TensorMethods:
         return Tensor(np.asarray(r), dtype=np.int64)
 
     # ---------------------------------------------------------------- shape
-    def reshape(self, *shape) -> "Tensor":
-        """Reshape, as ``np.reshape``; accepts ``reshape(2, 3)`` or ``reshape((2, 3))``."""
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-            shape = tuple(shape[0])
-        return ops.Reshape.apply(self, shape=shape)
-
     def view(self, *shape) -> "Tensor":
         """``reshape`` under PyTorch's name (``torch.Tensor.view``): ``view(2, 3)``,
         ``view((2, -1))``. Shares memory when NumPy can reshape without a copy (it copies where
@@ -546,14 +436,7 @@ class TensorMethods:
         """
         if len(axes) == 2 and all(isinstance(a, (int, np.integer)) for a in axes):
             return self.swapaxes(int(axes[0]), int(axes[1]))
-        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
-            axes = tuple(axes[0])
-        return ops.Transpose.apply(self, axes=axes if axes else None)
-
-    @property
-    def T(self) -> "Tensor":
-        """All axes reversed (``np.ndarray.T``)."""
-        return self.transpose()
+        return TensorOps.transpose(self, *axes)
 
     def swapaxes(self, axis1: int, axis2: int) -> "Tensor":
         """Swap two axes, as ``np.swapaxes``.
@@ -575,9 +458,155 @@ class TensorMethods:
 
     def masked_fill(self, mask, value: float) -> "Tensor":
         """Where ``mask`` (bool, broadcastable) is True, ``value``; elsewhere ``self``."""
-        return ops.masked_fill(self, mask, value)
+        return masked_fill(self, mask, value)
 
     def split(self, indices_or_sections, axis: int = 0):
         """Split along ``axis``, as ``np.split``; returns a list of Tensors."""
-        return ops.split(self, indices_or_sections, axis=axis)
+        return split(self, indices_or_sections, axis=axis)
 
+
+# ---------------------------------------------------------------- the Functions of PyTorch's forms
+class TakeAlongAxis(ops.Function):
+    """c = take_along_axis(a, idx, axis) with one index per slice (``idx`` has size 1 on
+    ``axis``): the values of ``torch.max(a, dim)``. da = 0 except dc at the taken entry."""
+
+    @staticmethod
+    def forward(ctx, a, idx, axis, keepdim=False):
+        ctx.idx, ctx.axis, ctx.keepdim, ctx.shape, ctx.dtype = idx, axis, keepdim, a.shape, a.dtype
+        c = np.take_along_axis(a, idx, axis=axis)
+        return c if keepdim else np.squeeze(c, axis=axis)
+
+    @staticmethod
+    def backward(ctx, dc):
+        da = np.zeros(ctx.shape, dtype=ctx.dtype)
+        g = dc if ctx.keepdim else np.expand_dims(dc, ctx.axis)
+        np.put_along_axis(da, ctx.idx, g, axis=ctx.axis)
+        return da
+
+
+class AMax(ops.Max):
+    """c = a.amax(axis, keepdims) (``torch.amax``): ``Max`` with ties = (a == c) only, so in a
+    slice holding NaN no entry ties, the count is 0 and every entry gets dc * 0 / 0 = NaN."""
+
+    ties = staticmethod(np.equal)
+
+
+class AMin(AMax):
+    """c = a.amin(axis, keepdims) (``torch.amin``); the gradient rule of ``AMax``."""
+
+    reduce = staticmethod(np.min)
+
+
+# ---------------------------------------------------------------- functions
+def where(condition, x, y) -> Tensor:
+    """Elementwise ``x`` where ``condition`` else ``y``, broadcasting like ``np.where``.
+
+    Args:
+        condition: bool array or Tensor (not differentiated).
+        x, y: Tensors, arrays or scalars; a scalar beside a Tensor is read by ``operand``
+            (a Python float beside an integer Tensor is float32) and the dtypes are promoted
+            as PyTorch's (``promote``).
+
+    Returns:
+        Tensor of the broadcast shape.
+
+    Raises:
+        ValueRuntimeError: shapes that do not broadcast.
+    """
+    cond = condition.data if isinstance(condition, Tensor) else condition
+    like = x if isinstance(x, Tensor) else y
+    return ops.Where.apply(cond, *promote(operand(x, like), operand(y, like)))
+
+
+def maximum(input, other) -> Tensor:
+    """Elementwise maximum of two Tensors (or a Tensor and an array or scalar), broadcasting,
+    NaN where either is NaN, in PyTorch's result dtype (``torch.maximum``). A tie shares the
+    gradient evenly between the two (``Maximum``).
+
+    Raises:
+        ValueRuntimeError: shapes that do not broadcast.
+    """
+    like = input if isinstance(input, Tensor) else other
+    return ops.Maximum.apply(*promote(operand(input, like), operand(other, like)))
+
+
+def minimum(input, other) -> Tensor:
+    """Elementwise minimum (``torch.minimum``); as ``maximum``."""
+    like = input if isinstance(input, Tensor) else other
+    return ops.Minimum.apply(*promote(operand(input, like), operand(other, like)))
+
+
+def masked_fill(x: Tensor, mask, value: float) -> Tensor:
+    """``value`` where ``mask`` (bool, broadcastable to x) is True, else ``x``
+    (``torch.Tensor.masked_fill``). The gradient to ``x`` is 0 at masked positions."""
+    m = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
+    if m.dtype != np.bool_:
+        raise TypeError(f"masked_fill: mask must be bool, got {m.dtype}")
+    return where(m, value, x)
+
+
+def concatenate(tensors, axis: int = 0) -> Tensor:
+    """Join Tensors along an existing axis, as ``np.concatenate``, in ``torch.cat``'s result
+    dtype (``same_dtype``); each input's gradient comes back in its own dtype.
+
+    Raises:
+        TypeError: if ``tensors`` is one Tensor rather than a sequence of them.
+        ValueError: if ``tensors`` is empty (as ``torch.cat``).
+        ValueRuntimeError: shapes that do not match off ``axis``, or 0-d Tensors.
+    """
+    if isinstance(tensors, Tensor):
+        raise TypeError("concatenate: expected a sequence of Tensors, got one Tensor")
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("concatenate: need at least one Tensor")
+    return ops.Concatenate.apply(*same_dtype(tensors), axis=axis)
+
+
+def cat(tensors, dim: int = 0) -> Tensor:
+    """``concatenate`` under PyTorch's name and keyword (``torch.cat(tensors, dim=0)``)."""
+    return concatenate(tensors, axis=dim)
+
+
+def stack(tensors, axis: int = 0, *, dim=None) -> Tensor:
+    """Join same-shape Tensors along a new axis, as ``np.stack``, in ``torch.stack``'s result
+    dtype (``same_dtype``); ``dim=`` is PyTorch's name for ``axis``.
+
+    Raises:
+        TypeError: if ``tensors`` is one Tensor rather than a sequence of them.
+        ValueRuntimeError: if ``tensors`` is empty or shapes differ.
+    """
+    if isinstance(tensors, Tensor):
+        raise TypeError("stack: expected a sequence of Tensors, got one Tensor")
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueRuntimeError("stack: need at least one Tensor")
+    return ops.Stack.apply(*same_dtype(tensors), axis=axis if dim is None else dim)
+
+
+def split(x: Tensor, indices_or_sections, axis: int = 0) -> list:
+    """Split ``x`` along ``axis`` into a list of Tensors, as ``np.split`` (each part is a
+    differentiable slice).
+
+    Raises:
+        ValueError: if an integer number of sections does not divide the axis.
+    """
+    x = x if isinstance(x, Tensor) else Tensor(x)
+    n = x.shape[axis]
+    ax = axis % x.ndim
+    if isinstance(indices_or_sections, (int, np.integer)):
+        k = int(indices_or_sections)
+        if k <= 0 or n % k:
+            raise ValueError(f"split: array split does not result in an equal division ({n} by {k})")
+        bounds = [i * (n // k) for i in range(k + 1)]
+    else:
+        bounds = [0] + [int(i) for i in indices_or_sections] + [n]
+    parts = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        idx = (slice(None),) * ax + (slice(lo, hi),)
+        parts.append(x[idx])
+    return parts
+
+
+def broadcast_to(x: Tensor, shape) -> Tensor:
+    """Broadcast ``x`` to ``shape`` (``np.broadcast_to``); the gradient is summed back."""
+    return ops.BroadcastTo.apply(x, shape=tuple(shape))

@@ -3,7 +3,7 @@
 ``Tensor`` gets these methods (copied onto it by ``@attach_to_tensor`` when ``minigrad`` is
 imported): ``zero_``, ``fill_``, ``copy_``, ``add_``, ``sub_``, ``mul_``, ``div_``, the augmented operators ``+=``, ``-=``, ``*=``, ``/=``, ``**=`` and item
 assignment ``t[i] = v``. Each writes into the same array and increments the Tensor's version
-counter (``_guards.VersionCounter``, shared with the views made from it), so a backward
+counter (``rules.VersionCounter``, shared with the views made from it), so a backward
 that saved the old values raises instead of computing a wrong gradient.
 
 As in PyTorch, an in-place op is refused on a leaf that requires grad while grad mode is on
@@ -11,7 +11,7 @@ As in PyTorch, an in-place op is refused on a leaf that requires grad while grad
 operand that requires grad): ``y += z`` computes ``y_before + z`` with the ordinary Functions
 on a copy of ``y`` that keeps its history (``y_before``), writes the result into ``y``'s array,
 bumps the version and gives ``y`` the new node. A node recorded before the op still reads
-``y_before`` (``tensor.graph_inputs``); one that saved ``y``'s old values raises at backward,
+``y_before`` (``rules.PyTorchRules.inputs``); one that saved ``y``'s old values raises at backward,
 as in PyTorch. A Tensor that shares its memory with another (a view, ``detach``) is refused
 there: the other Tensor's graph would not see the op (docs/pytorch.md).
 """
@@ -23,11 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from ._guards import ValueRuntimeError
-from .grad_mode import is_grad_enabled
-from . import ops
-from .tensor import Tensor
-from .tensor_methods import attach_to_tensor, index_arrays, plain
+from ..ops import attach_to_tensor
+from ..tensor import Tensor, ValueRuntimeError, is_grad_enabled
+from .methods import index_arrays, plain, where
+from .rules import torch_index
 
 # The out-of-place operator that gives what each in-place ufunc writes, for the graph.
 _OUT_OF_PLACE = {np.add: operator.add, np.subtract: operator.sub, np.multiply: operator.mul,
@@ -68,8 +67,8 @@ class InplaceOps:
             out = out.astype(self.dtype)
         self._data[...] = out._data
         self._bump()
-        if self._before is None:
-            self._before = {}
+        if getattr(self, "_before", None) is None:
+            self._before = {}               # {node: this Tensor before each in-place op on it}
         self._before[self._ctx] = before          # for the nodes that used self until now
         before._before = self._before
         self._ctx, self._requires_grad = out._ctx, out._requires_grad
@@ -112,7 +111,7 @@ class InplaceOps:
                 recorded on a Tensor that shares its memory with another.
         """
         if self._check_inplace("zero_"):
-            return self._record(lambda before: ops.where(True, 0.0, before))
+            return self._record(lambda before: where(True, 0.0, before))
         self._data[...] = 0
         self._bump()
         return self
@@ -125,7 +124,7 @@ class InplaceOps:
                 recorded on a Tensor that shares its memory with another.
         """
         if self._check_inplace("fill_", value):
-            return self._record(lambda before: ops.where(True, value, before))
+            return self._record(lambda before: where(True, value, before))
         self._data[...] = plain(value)
         self._bump()
         return self
@@ -139,7 +138,7 @@ class InplaceOps:
                 recorded on a Tensor that shares its memory with another.
         """
         if self._check_inplace("copy_", src):
-            return self._record(lambda before: ops.where(True, src, before))
+            return self._record(lambda before: where(True, src, before))
         _assign(self._data, Ellipsis, plain(src))
         self._bump()
         return self
@@ -188,7 +187,7 @@ class InplaceOps:
         return self._inplace("**=", np.power, other)
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        """``t[index] = value``, the index read as PyTorch reads it (``ops.torch_index``); bumps
+        """``t[index] = value``, the index read as PyTorch reads it (``rules.torch_index``); bumps
         the version counter; recorded in the graph as ``where(mask, value, t)`` for a ``value``
         that needs no gradient.
 
@@ -197,7 +196,7 @@ class InplaceOps:
                 requires grad (not supported: use ``where`` or ``masked_fill``).
             ValueRuntimeError: a ``value`` that does not broadcast to the indexed shape.
         """
-        first, then = ops.torch_index(index_arrays(index))
+        first, then = torch_index(index_arrays(index))
         if self._check_inplace("__setitem__", value):
             if isinstance(value, Tensor) and value._requires_grad:
                 raise RuntimeError("__setitem__: a value that requires grad is not supported in "
@@ -205,7 +204,7 @@ class InplaceOps:
             mask, new = np.zeros(self.shape, dtype=bool), self._data.copy()
             _assign(mask[first], then, True)
             _assign(new[first], then, plain(value))
-            self._record(lambda before: ops.where(mask, new, before))
+            self._record(lambda before: where(mask, new, before))
             return
         _assign(self._data[first], then, plain(value))
         self._bump()

@@ -12,8 +12,9 @@ PyTorch accepts:
   in a per-thread stack, so one thread (or one decorator instance shared by two threads) never
   changes another thread's mode.
 
-``inference_mode`` is offered as ``no_grad`` under PyTorch's name (without PyTorch's "inference
-tensor" restrictions; see docs/pytorch.md).
+The mode itself is the engine's (``minigrad.tensor.is_grad_enabled``, read by
+``Function.apply``). ``inference_mode`` is offered as ``no_grad`` under PyTorch's name (without
+PyTorch's "inference tensor" restrictions; see docs/pytorch.md).
 """
 from __future__ import annotations
 
@@ -22,20 +23,11 @@ import inspect
 import sys
 import threading
 
-_state = threading.local()
-
-
-def is_grad_enabled() -> bool:
-    """Return True when operations record a graph (the default).
-
-    Returns:
-        bool: the grad mode of the calling thread.
-    """
-    return getattr(_state, "enabled", True)
+from ..tensor import _grad_mode, is_grad_enabled
 
 
 def _set(mode: bool) -> None:
-    _state.enabled = bool(mode)
+    _grad_mode.enabled = bool(mode)
 
 
 def _wrap_generator(ctx_factory, gen_func):

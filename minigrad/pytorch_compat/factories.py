@@ -14,8 +14,7 @@ from typing import Optional
 
 import numpy as np
 
-from ._guards import ValueRuntimeError
-from .tensor import Tensor
+from ..tensor import Tensor, ValueRuntimeError
 
 __all__ = ["tensor", "zeros", "ones", "zeros_like", "ones_like", "randn", "arange"]
 
