@@ -7,7 +7,7 @@ NumPy's rules; they import nothing else of minigrad.
 
 Then, as needed: ``gradcheck.py`` (central differences; ``gradcheck_diagnostics.py`` says where
 a failing check fails), ``module.py`` (Module, Parameter), ``optim.py`` (AdamW,
-``clip_grad_norm_``). The wing ``pytorch_compat/`` is PyTorch's surface: dtype promotion,
+``clip_grad_norm_``), ``draw.py`` (the graph that made a Tensor, as Graphviz DOT). The wing ``pytorch_compat/`` is PyTorch's surface: dtype promotion,
 indexing, in-place operations and version counters, the grad-mode forms, PyTorch's method
 spellings and factories; it fills the engine's hooks when ``minigrad`` is imported.
 ``allocator.py`` tunes glibc's allocator for a training loop on import (``MINIGRAD_MALLOPT=0``
@@ -19,7 +19,7 @@ Public API::
     gradcheck, gradcheck_report, GradcheckError, GradcheckReport, Module, Parameter, ModuleList,
     Sequential, AdamW, clip_grad_norm_, concatenate, cat, stack, split, where, masked_fill,
     maximum, minimum, broadcast_to, unbroadcast, tensor, zeros, ones, zeros_like, ones_like,
-    randn, arange, ValueRuntimeError, from_pair
+    randn, arange, ValueRuntimeError, from_pair, to_dot, draw_dot
 """
 from . import allocator  # noqa: F401  (glibc keeps freed arrays for reuse)
 from .tensor import Context, Function, Tensor, ValueRuntimeError, from_pair, is_grad_enabled
@@ -29,6 +29,7 @@ from .pytorch_compat.grad_mode import enable_grad, inference_mode, no_grad, set_
 from .pytorch_compat.methods import (broadcast_to, cat, concatenate, masked_fill, maximum,
                                      minimum, split, stack, where)
 from .pytorch_compat.factories import arange, ones, ones_like, randn, tensor, zeros, zeros_like
+from .draw import draw_dot, to_dot
 from .gradcheck import GradcheckError, GradcheckReport, gradcheck, gradcheck_report
 from .module import Module, ModuleList, Parameter, Sequential
 from .optim import AdamW, clip_grad_norm_
@@ -40,5 +41,6 @@ __all__ = [
     "concatenate", "cat", "stack", "split", "where", "masked_fill", "maximum", "minimum",
     "broadcast_to", "unbroadcast",
     "tensor", "zeros", "ones", "zeros_like", "ones_like", "randn", "arange", "ValueRuntimeError", "from_pair",
+    "to_dot", "draw_dot",
 ]
 __version__ = "0.1.0"
