@@ -1,5 +1,5 @@
-"""Tensor factories under PyTorch's names: ``tensor``, ``zeros``, ``ones``, ``zeros_like``,
-``ones_like``, ``randn``, ``arange``.
+"""Tensor factories under PyTorch's names: ``tensor``, ``zeros``, ``ones``, ``full``, ``zeros_like``,
+``ones_like``, ``randn``, ``randint``, ``arange``.
 
 As in PyTorch, floating factories default to float32 (``torch.get_default_dtype()``), and so do
 Python floats given to ``tensor`` or ``Tensor``; NumPy arrays keep their dtype. Random numbers
@@ -16,7 +16,8 @@ import numpy as np
 
 from ..tensor import Tensor, ValueRuntimeError
 
-__all__ = ["tensor", "zeros", "ones", "zeros_like", "ones_like", "randn", "arange"]
+__all__ = ["tensor", "zeros", "ones", "full", "zeros_like", "ones_like", "randn", "randint",
+           "arange"]
 
 DEFAULT_DTYPE = np.dtype(np.float32)
 
@@ -71,6 +72,25 @@ def ones(*size, dtype=None, requires_grad: bool = False) -> Tensor:
     return Tensor(np.ones(_size(size, "ones"), dtype=_dtype(dtype)), requires_grad=requires_grad)
 
 
+def full(size, fill_value, *, dtype=None, requires_grad: bool = False) -> Tensor:
+    """A Tensor of ``size`` filled with ``fill_value`` (``torch.full``): the dtype, when not
+    given, follows the value as PyTorch's does: a bool gives bool, an integer int64, a float
+    float32.
+
+    Raises:
+        ValueRuntimeError: a negative or non-integer size.
+        TypeError: a fill value that is not a real number or bool; requires_grad with a
+            non-floating dtype.
+    """
+    if not isinstance(fill_value, (numbers.Real, np.bool_)):
+        raise TypeError(f"full: fill_value must be a number, got {type(fill_value).__name__}")
+    if dtype is None:
+        dtype = (np.bool_ if isinstance(fill_value, (bool, np.bool_)) else np.int64
+                 if isinstance(fill_value, numbers.Integral) else DEFAULT_DTYPE)
+    shape = _size(size if isinstance(size, (tuple, list)) else (size,), "full")
+    return Tensor(np.full(shape, fill_value, dtype=dtype), requires_grad=requires_grad)
+
+
 def zeros_like(input: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
     """Zeros of ``input``'s shape and (unless ``dtype`` is given) dtype (``torch.zeros_like``).
 
@@ -115,6 +135,35 @@ def randn(*size, generator: Optional[np.random.Generator] = None, dtype=None,
         raise TypeError(f"randn: generator must be a numpy.random.Generator, got "
                         f"{type(generator).__name__}")
     return Tensor(generator.standard_normal(shape).astype(dt), requires_grad=requires_grad)
+
+
+def randint(low, high=None, size=None, *, generator: Optional[np.random.Generator] = None,
+            dtype=None) -> Tensor:
+    """Integers drawn uniformly from [low, high) (``torch.randint``): ``randint(high, size)`` or
+    ``randint(low, high, size)``; int64 unless ``dtype`` is given.
+
+    Args:
+        low, high: integer bounds, low < high (``randint(10, (3,))`` draws from [0, 10)).
+        size: the shape, a tuple of integers.
+        generator: a ``numpy.random.Generator`` for reproducible draws; None: a fresh one.
+
+    Raises:
+        TypeError: no size, or a generator that is not a ``numpy.random.Generator``.
+        ValueRuntimeError: low >= high, or a negative or non-integer size.
+    """
+    if size is None:                    # randint(high, size)
+        low, high, size = 0, low, high
+    if size is None:
+        raise TypeError("randint: missing the size, e.g. randint(10, (3,)) or randint(0, 10, (3,))")
+    if not low < high:
+        raise ValueRuntimeError(f"randint: expected low < high, got low={low}, high={high}")
+    shape = _size(size if isinstance(size, (tuple, list)) else (size,), "randint")
+    if generator is None:
+        generator = np.random.default_rng()
+    if not isinstance(generator, np.random.Generator):
+        raise TypeError(f"randint: generator must be a numpy.random.Generator, got "
+                        f"{type(generator).__name__}")
+    return Tensor(generator.integers(low, high, shape).astype(dtype or np.int64))
 
 
 def arange(start, end=None, step=1, *, dtype=None, requires_grad: bool = False) -> Tensor:

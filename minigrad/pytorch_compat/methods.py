@@ -232,6 +232,56 @@ class TensorMethods:
         """Elementwise minimum with ``other`` (``torch.Tensor.minimum``; ``minigrad.minimum``)."""
         return minimum(self, other)
 
+    def add(self, other, *, alpha=1) -> "Tensor":
+        """``self + alpha * other`` (``torch.Tensor.add``)."""
+        return self + (other if alpha == 1 else other * alpha)
+
+    def sub(self, other, *, alpha=1) -> "Tensor":
+        """``self - alpha * other`` (``torch.Tensor.sub``)."""
+        return self - (other if alpha == 1 else other * alpha)
+
+    def mul(self, other) -> "Tensor":
+        """``self * other`` (``torch.Tensor.mul``)."""
+        return self * other
+
+    def div(self, other, *, rounding_mode=None) -> "Tensor":
+        """``self / other`` (``torch.Tensor.div``); true division only.
+
+        Raises:
+            ValueError: a ``rounding_mode`` ("trunc", "floor": not differentiable, not offered).
+        """
+        if rounding_mode is not None:
+            raise ValueError(f"div: rounding_mode={rounding_mode!r} is not supported (true "
+                             f"division only; docs/pytorch.md)")
+        return self / other
+
+    def neg(self) -> "Tensor":
+        """``-self`` (``torch.Tensor.neg``)."""
+        return -self
+
+    def matmul(self, other) -> "Tensor":
+        """``self @ other`` (``torch.Tensor.matmul``)."""
+        return self @ other
+
+    def clip(self, min=None, max=None) -> "Tensor":
+        """``clamp`` under NumPy's and PyTorch's other name (``torch.Tensor.clip``)."""
+        return self.clamp(min, max)
+
+    def softmax(self, dim, dtype=None) -> "Tensor":
+        """``exp(x) / sum(exp(x))`` over ``dim`` (``torch.Tensor.softmax``), built from the
+        engine's ops (the fused, hand-derived one is ``layers.functional.softmax``); ``dtype``
+        casts the input first."""
+        x = self if dtype is None else self.astype(dtype)
+        e = (x - x.detach().max(axis=dim, keepdims=True)).exp()   # shifted: no overflow
+        return e / e.sum(dim=dim, keepdim=True)
+
+    def log_softmax(self, dim, dtype=None) -> "Tensor":
+        """``x - log(sum(exp(x)))`` over ``dim`` (``torch.Tensor.log_softmax``), built from the
+        engine's ops; ``dtype`` casts the input first."""
+        x = self if dtype is None else self.astype(dtype)
+        z = x - x.detach().max(axis=dim, keepdims=True)
+        return z - z.exp().sum(dim=dim, keepdim=True).log()
+
     # ---------------------------------------------------------------- reductions
     # NumPy's keywords (axis, keepdims) and PyTorch's (dim, keepdim) are both accepted.
     def sum(self, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> "Tensor":
@@ -455,6 +505,27 @@ class TensorMethods:
     def broadcast_to(self, shape) -> "Tensor":
         """Broadcast to ``shape``, as ``np.broadcast_to``."""
         return ops.BroadcastTo.apply(self, shape=tuple(shape))
+
+    def expand(self, *sizes) -> "Tensor":
+        """``self`` broadcast to ``sizes`` (``torch.Tensor.expand``): -1 keeps an axis's size,
+        new axes go in front; the gradient is summed back.
+
+        Raises:
+            ValueRuntimeError: sizes ``self`` does not broadcast to, or -1 on a new axis.
+        """
+        if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+            sizes = tuple(sizes[0])
+        lead = len(sizes) - self.ndim
+        if lead < 0 or any(s == -1 for s in sizes[:lead]):
+            raise ValueRuntimeError(f"expand: the sizes {sizes} do not fit a Tensor of shape "
+                                    f"{self.shape}")
+        return self.broadcast_to(tuple(self.shape[i - lead] if s == -1 else s
+                                       for i, s in enumerate(sizes)))
+
+    def contiguous(self) -> "Tensor":
+        """``self`` when its array is C-contiguous, else a contiguous copy in the graph
+        (``torch.Tensor.contiguous``)."""
+        return self if self._data.flags.c_contiguous else self.reshape(-1).reshape(self.shape)
 
     def masked_fill(self, mask, value: float) -> "Tensor":
         """Where ``mask`` (bool, broadcastable) is True, ``value``; elsewhere ``self``."""
