@@ -20,7 +20,7 @@ Backward (product rule, with ``sigmoid' = s (1 - s)``)::
     dx = dout * s (1 + x (1 - s))          # = dout * (s + x s (1 - s))
 
 Derivation: docs/derivations.md, section SiLU.
-PyTorch faces: ``layers.functional.silu``.
+PyTorch face: ``layers.functional.silu``; SwiGLU reads ``sigmoid_stable`` and ``dsilu``.
 """
 import numpy as np
 
