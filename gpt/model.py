@@ -24,15 +24,10 @@ from typing import Optional, Tuple
 import numpy as np
 
 from minigrad import Module, ModuleList, Tensor, from_pair
-from layers.attention import CausalSelfAttention
 from layers.checks import index_range
 from layers.cross_entropy import CrossEntropyFunction, cross_entropy_forward
-from layers.embedding import Embedding
-from layers.gelu import MLP
-from layers.layernorm import Identity, LayerNorm
 from layers.linear import LinearFunction, linear_forward
-from layers.rmsnorm import RMSNorm
-from layers.swiglu import SwiGLU
+from layers.modules import MLP, CausalSelfAttention, Embedding, Identity, LayerNorm, RMSNorm, SwiGLU
 
 from .config import GPTConfig
 

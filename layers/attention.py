@@ -41,21 +41,13 @@ viewed as (B, H, T, hs), and dq, dk, dv are written into the three slots of one 
 array, the concatenation that is the backward of a split (each entry of qkv feeds exactly one
 of q, k, v, so nothing is summed and no zero array is needed). Same arithmetic as the separate
 nodes, bit for bit.
-"""
-from __future__ import annotations
 
+PyTorch faces: ``layers.functional.scaled_dot_product_attention``,
+``layers.functional.multi_head_attention``, ``layers.modules.CausalSelfAttention``.
+"""
 import numpy as np
 
-from minigrad import Module, Tensor, from_pair
-
-from .checks import (boolean, divides, even_head_dim, float_dtype, float_input, generator,
-                      packed_qkv, positive_int, positive_number, qkv_shapes, same_dtype, sequence_input)
-from .linear import Linear
-from .rope import RoPEFunction, build_rope_cache, rope_forward
-
-__all__ = ["scaled_dot_product_attention", "attention_forward", "attention_backward",
-           "AttentionFunction", "multi_head_attention", "multi_head_attention_forward",
-           "multi_head_attention_backward", "MultiHeadAttentionFunction", "CausalSelfAttention"]
+from minigrad import from_pair
 
 
 def _future_mask(tq, tk):
@@ -107,46 +99,6 @@ def attention_backward(dout, cache):
 AttentionFunction = from_pair(attention_forward, attention_backward, "AttentionFunction")
 
 
-def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
-                                 is_causal=False, scale=None):
-    """Attention core ``softmax(q k^T * scale + mask) v``, one node with a hand-derived backward
-    (``torch.nn.functional.scaled_dot_product_attention``, same signature; no attn_mask, no
-    dropout).
-
-    Args:
-        query (Tensor | np.ndarray): (B, H, Tq, hs); any leading dims (at least 2-d in all).
-        key (Tensor | np.ndarray): (B, H, Tk, hs).
-        value (Tensor | np.ndarray): (B, H, Tk, hv).
-            All floating with one dtype, the same leading dims; plain arrays are constants.
-        attn_mask: must be None (not implemented; ``is_causal`` gives the causal mask).
-        dropout_p (float): must be 0 (not implemented).
-        is_causal (bool): mask future keys (j > i), aligned to the top-left like PyTorch.
-        scale (float | None): factor of the scores; None (default) for 1/sqrt(hs).
-
-    Returns:
-        Tensor (B, H, Tq, hv) of the inputs' dtype.
-
-    Raises:
-        NotImplementedError: an attn_mask, or dropout_p other than 0.
-        TypeError: non-floating inputs, mixed dtypes, or a non-bool is_causal.
-        ValueError: mismatched shapes, fewer than 2 dims, an empty sequence or head, or a scale
-            that is not a finite number > 0.
-    """
-    fn = "scaled_dot_product_attention"
-    if attn_mask is not None or dropout_p != 0:
-        raise NotImplementedError(f"{fn}: attn_mask and dropout_p are not implemented "
-                                  f"(use is_causal for the causal mask)")
-    q, qa = sequence_input(query, "query", fn)
-    k, ka = sequence_input(key, "key", fn)
-    v, va = sequence_input(value, "value", fn)
-    same_dtype(ka, "key", qa, "query", fn)
-    same_dtype(va, "value", qa, "query", fn)
-    is_causal = boolean(is_causal, "is_causal", fn)
-    qkv_shapes(qa, ka, va, fn)
-    scale = None if scale is None else positive_number(scale, "scale", fn)
-    return AttentionFunction.apply(q, k, v, is_causal=is_causal, scale=scale)
-
-
 def _heads(a, n_heads, parts):
     """(B, T, parts * C) -> a (parts, B, H, T, hs) view (no copy) of the same entries."""
     B, T, W = a.shape
@@ -185,124 +137,3 @@ def multi_head_attention_backward(dy, cache, attention_backward=attention_backwa
 
 MultiHeadAttentionFunction = from_pair(multi_head_attention_forward, multi_head_attention_backward,
                                        "MultiHeadAttentionFunction")
-
-
-def multi_head_attention(qkv, n_heads, is_causal=False):
-    """Multi-head attention on a packed q/k/v projection, as ONE autograd node.
-
-    ``qkv`` holds q, k and v side by side on its last axis (the layout of nanoGPT's and the
-    chapter's ``c_attn`` output); each is split into ``n_heads`` heads of size
-    hs = C / n_heads, attention runs on every head at once (``attention_forward``, batched
-    over B and H), and the heads
-    are laid side by side again. The same as
-    ``q, k, v = qkv.reshape(B, T, 3, H, hs).transpose(2, 0, 3, 1, 4)`` then
-    ``scaled_dot_product_attention(q, k, v, is_causal).transpose(0, 2, 1, 3).reshape(B, T, C)``
-    in separate nodes, bit for bit, without their graph nodes and the three zero-filled
-    gradients of the indexing.
-
-    Args:
-        qkv (Tensor | np.ndarray): (B, T, 3C) floating; a plain array is a constant.
-        n_heads (int): H, must divide C.
-        is_causal (bool): mask future keys (j > i).
-
-    Returns:
-        Tensor (B, T, C) of qkv's dtype.
-
-    Raises:
-        TypeError: non-floating qkv, a non-int n_heads or a non-bool is_causal.
-        ValueError: qkv not 3-D, an empty batch or sequence, a last axis not 3 * H * hs,
-            n_heads < 1.
-    """
-    fn = "multi_head_attention"
-    qkv, a = float_input(qkv, "qkv", fn)
-    packed_qkv(a, fn)
-    n_heads = positive_int(n_heads, "n_heads", fn)
-    divides(n_heads, a.shape[-1] // 3, fn)
-    is_causal = boolean(is_causal, "is_causal", fn)
-    return MultiHeadAttentionFunction.apply(qkv, n_heads=n_heads, is_causal=is_causal)
-
-
-class CausalSelfAttention(Module):
-    """Multi-head causal self-attention (Vaswani et al. 2017; nanoGPT / the chapter's layout).
-
-    ``c_attn`` projects x to q, k, v at once; heads attend with
-    ``softmax(q k^T / sqrt(hs) + causal mask) v`` (without RoPE the split into heads, the
-    attention and the merge are one node, ``MultiHeadAttentionFunction``; with RoPE the split
-    is separate nodes and the attention one, ``AttentionFunction``); ``c_proj`` mixes the
-    heads. With ``rope=True`` queries and keys are rotated by RoPE (Su et al. 2021, interleaved
-    pairs, the chapter's step 8) from a cos/sin table of ``block_size`` positions built once.
-
-    Args:
-        d_model (int): width C.
-        n_heads (int): H, must divide C (and C // H must be even with RoPE).
-        rope (bool): apply RoPE to q and k (default False).
-        block_size (int): longest sequence the RoPE table covers (default 1024; unused
-            without RoPE).
-        rng, dtype: as ``Linear``.
-        bias (bool): keyword-only; whether ``c_attn`` and ``c_proj`` have a bias (default True).
-        backward (dict | None): keyword-only; ``{name: fn}``, a function of the signature of
-            ``<name>_backward(dout, cache)`` to use in place of the layer's own, for the names
-            "attention" (``attention_backward``; without RoPE it replaces the call inside
-            ``multi_head_attention_backward``), "rope" and "linear"; other names are ignored.
-
-    Parameters: ``c_attn.weight`` (3C, C), ``c_attn.bias`` (3C,), ``c_proj.weight`` (C, C),
-    ``c_proj.bias`` (C,), drawn in that order.
-    Shapes: x (B, T, C) -> (B, T, C).
-
-    Raises:
-        ValueError: if n_heads does not divide d_model, head_dim is odd with rope, or (in
-            forward) T exceeds block_size with rope.
-    """
-
-    def __init__(self, d_model: int, n_heads: int, rope: bool = False, block_size: int = 1024,
-                 rng=None, dtype=np.float32, *, bias: bool = True, backward=None) -> None:
-        super().__init__()
-        d_model = positive_int(d_model, "d_model", "CausalSelfAttention")
-        n_heads = positive_int(n_heads, "n_heads", "CausalSelfAttention")
-        self.d_model, self.n_heads = d_model, n_heads
-        self.head_dim = divides(n_heads, d_model, "CausalSelfAttention")
-        self.rope = bool(rope)
-        self.block_size = positive_int(block_size, "block_size", "CausalSelfAttention")
-        if self.rope:
-            even_head_dim(self.head_dim, "CausalSelfAttention")
-        rng = generator(rng)
-        dt = float_dtype(dtype, "CausalSelfAttention")
-        backward = backward or {}
-        linear, attn = backward.get("linear"), backward.get("attention")
-        self.c_attn = Linear(d_model, 3 * d_model, bias=bias, rng=rng, dtype=dt, backward=linear)
-        self.c_proj = Linear(d_model, d_model, bias=bias, rng=rng, dtype=dt, backward=linear)
-        if self.rope:
-            # constants, not Parameters: (1, 1, block_size, hs) each
-            self.rope_cos, self.rope_sin = build_rope_cache(self.block_size, self.head_dim,
-                                                            dtype=dt)
-            rot = backward.get("rope")
-            self.rope_function = RoPEFunction if rot is None else from_pair(rope_forward, rot)
-            self.function = (AttentionFunction if attn is None
-                             else from_pair(attention_forward, attn))
-        elif attn is None:
-            self.function = MultiHeadAttentionFunction
-        else:  # attn in place of the attention_backward that multi_head_attention_backward calls
-            self.function = from_pair(
-                multi_head_attention_forward,
-                lambda dy, cache: multi_head_attention_backward(dy, cache, attn), attn.__name__)
-
-    def forward(self, x: Tensor) -> Tensor:
-        B, T, C = x.shape
-        H, hs = self.n_heads, self.head_dim
-        qkv = self.c_attn(x)                                   # (B, T, 3C)
-        if not self.rope:  # split, attention and merge in one node
-            return self.c_proj(self.function.apply(qkv, n_heads=H, is_causal=True))
-        # RoPE rotates q and k between the split and the attention: separate nodes
-        qkv = qkv.reshape(B, T, 3, H, hs)                      # (B, T, 3, H, hs)
-        qkv = qkv.transpose(2, 0, 3, 1, 4)                     # (3, B, H, T, hs)
-        q, k, v = qkv[0], qkv[1], qkv[2]                       # (B, H, T, hs) each
-        if T > self.block_size:
-            raise ValueError(f"sequence length {T} exceeds the RoPE table's "
-                             f"block_size {self.block_size}")
-        cos = self.rope_cos[:, :, :T]                          # (1, 1, T, hs)
-        sin = self.rope_sin[:, :, :T]
-        q = self.rope_function.apply(q, cos, sin)
-        k = self.rope_function.apply(k, cos, sin)
-        y = self.function.apply(q, k, v, is_causal=True)       # (B, H, T, hs)
-        y = y.transpose(0, 2, 1, 3).reshape(B, T, C)           # (B, T, C)
-        return self.c_proj(y)

@@ -1,11 +1,11 @@
-"""Input checks shared by the public wrappers of ``layers``, the Modules' constructors and
-``gpt`` (sizes, heads that split the width, token ids in range, an even RoPE head size: one
-wording, one exception type).
+"""Input checks shared by the functions of ``layers/functional.py``, the constructors of
+``layers/modules.py`` and ``gpt`` (sizes, heads that split the width, token ids in range, an
+even RoPE head size: one wording, one exception type).
 
-A wrapper such as ``layers.rmsnorm.rms_norm`` makes one call here per check; the NumPy maths
-(``*_forward`` / ``*_backward``), the Functions and the Modules' ``forward`` never do. Every
-check raises at the boundary, with a message that starts with the calling function's name
-``fn`` and names the argument ``name``, and returns what the caller uses next.
+A function such as ``layers.functional.rms_norm`` makes one call here per check; the layer files
+(the NumPy maths ``*_forward`` / ``*_backward`` and their Functions) and the Modules' ``forward``
+never do. Every check raises at the boundary, with a message that starts with the calling
+function's name ``fn`` and names the argument ``name``, and returns what the caller uses next.
 
 Inputs ``t`` are Tensors (differentiable) or array-likes (constants). Checks of an input return
 ``(operand, array)``: the operand goes on to ``Function.apply`` (``t`` itself when it is a

@@ -21,17 +21,11 @@ done by sorting the indices and adding contiguous runs with ``np.add.reduceat``:
 766 us for ``np.add.at`` at (B*T, C) = (1024, 64), V = 65 (docs/performance.md, "Issue 17").
 
 Derivation: docs/derivations.md, section Embedding.
+PyTorch faces: ``layers.functional.embedding``, ``layers.modules.Embedding``.
 """
-from __future__ import annotations
-
 import numpy as np
 
-from minigrad import Module, Parameter, Tensor, from_pair
-
-from .checks import float_dtype, generator, index_range, int_input, matrix_input, positive_int
-
-__all__ = ["embedding", "embedding_forward", "embedding_backward", "EmbeddingFunction",
-           "Embedding"]
+from minigrad import from_pair
 
 
 def embedding_forward(weight, idx):
@@ -73,58 +67,3 @@ def embedding_backward(dout, cache):
 
 EmbeddingFunction = from_pair(embedding_forward, embedding_backward,
                               "EmbeddingFunction")   # apply(weight, idx); idx: a constant
-
-
-def embedding(idx, weight):
-    """Look up rows of ``weight`` (``torch.nn.functional.embedding(idx, weight)``).
-
-    Args:
-        idx (np.ndarray | Tensor): integer indices of any shape, each in [0, num_embeddings).
-            Negative indices are refused (as in PyTorch), not wrapped.
-        weight (Tensor | np.ndarray): (num_embeddings, embedding_dim), floating. A plain array
-            is a constant.
-
-    Returns:
-        Tensor of shape idx.shape + (embedding_dim,) and weight's dtype.
-
-    Raises:
-        TypeError: idx not of an integer dtype (floats, bools) or non-floating weight.
-        ValueError: weight not 2-d.
-        IndexError: an index outside [0, num_embeddings) (the message names an offending one).
-    """
-    ia = int_input(idx, "idx", "embedding")
-    weight, wa = matrix_input(weight, "weight", "embedding", "(num_embeddings, embedding_dim)")
-    index_range(ia, wa.shape[0], "idx", "embedding")
-    return EmbeddingFunction.apply(weight, ia.astype(np.intp, copy=False))
-
-
-class Embedding(Module):
-    """``embedding`` as a Module (``torch.nn.Embedding``): ``y = weight[idx]``.
-
-    Args:
-        num_embeddings (int): number of rows (vocabulary or positions).
-        embedding_dim (int): width C of a row.
-        rng (np.random.Generator | None): source of the init.
-        dtype: parameter dtype, default float32.
-        backward: keyword-only; None for ``embedding_backward``, or a function of the same
-            signature ``(dout, cache) -> dweight`` to use in its place.
-
-    Parameters: ``weight`` (num_embeddings, embedding_dim) ~ N(0, 1).
-    Shapes: idx integer (...) -> (..., embedding_dim). idx is not checked (``embedding``
-    checks it): it must hold integers in [0, num_embeddings).
-    """
-
-    def __init__(self, num_embeddings: int, embedding_dim: int, rng=None,
-                 dtype=np.float32, *, backward=None) -> None:
-        super().__init__()
-        self.num_embeddings = positive_int(num_embeddings, "num_embeddings", "Embedding")
-        self.embedding_dim = positive_int(embedding_dim, "embedding_dim", "Embedding")
-        rng = generator(rng)
-        dt = float_dtype(dtype, "Embedding")
-        self.weight = Parameter(
-            rng.standard_normal((self.num_embeddings, self.embedding_dim)).astype(dt))
-        self.function = (EmbeddingFunction if backward is None
-                         else from_pair(embedding_forward, backward))
-
-    def forward(self, idx) -> Tensor:
-        return self.function.apply(self.weight, idx)

@@ -1,29 +1,146 @@
-"""``layers.functional``: the hand-derived layers under PyTorch's functional names.
+"""``layers.functional``: the hand-derived layers under PyTorch's functional names and signatures
+(``torch.nn.functional``), in its order: norms, activations, softmax and cross-entropy, RoPE and
+attention, linear and embedding.
 
-Each function is one autograd node whose backward is derived by hand (see the layer's own
-module and ``docs/derivations.md``). Float inputs are ``minigrad.Tensor``s (a plain array is a
-constant); integer indices/targets and the RoPE cos/sin cache may be arrays or Tensors.
+Each function checks its inputs where they enter (one call into ``checks.py`` per check, the
+wording shared with the Modules and ``gpt``), then applies one autograd node, the ``Function``
+that ``from_pair`` made of the layer's NumPy pair in ``layers/<name>.py``; the derivation is
+that file's docstring and ``docs/derivations.md``. Float inputs are ``minigrad.Tensor``s (a
+plain array is a constant); integer indices/targets and the RoPE cos/sin cache may be arrays or
+Tensors.
 """
-from .layernorm import layer_norm
-from .rmsnorm import rms_norm
-from .gelu import gelu
-from .relu2 import relu2
-from .silu import silu
-from .swiglu import swiglu
-from .rope import apply_rope, build_rope_cache
-from .softmax import log_softmax, softmax
-from .cross_entropy import cross_entropy
-from .attention import multi_head_attention, scaled_dot_product_attention
-from .linear import linear
-from .embedding import embedding
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
 
 from minigrad import Tensor
 
+from . import rope
+from .attention import AttentionFunction, MultiHeadAttentionFunction
+from .checks import (alias, axis_index, boolean, check_eps, choice, divides, even_head_dim,
+                     flat_param, float_dtype, float_input, index_range, int_input, integer,
+                     last_dim, matrix_input, norm_param, normalized_axes, packed_qkv,
+                     positive_int, positive_number, qkv_shapes, rope_table, same_dtype,
+                     sequence_input, shape_is, unit_interval)
+from .cross_entropy import CrossEntropyFunction
+from .embedding import EmbeddingFunction
+from .gelu import GELUErfFunction, GELUFunction
+from .layernorm import LayerNormFunction
+from .linear import LinearFunction
+from .relu2 import ReLU2Function
+from .rmsnorm import RMSNormFunction
+from .rope import RoPEFunction
+from .silu import SiLUFunction
+from .softmax import LogSoftmaxFunction, SoftmaxFunction
+from .swiglu import SwiGLUFunction
+
 __all__ = [
-    "layer_norm", "rms_norm", "gelu", "relu", "relu2", "silu", "swiglu", "apply_rope",
-    "build_rope_cache", "softmax", "log_softmax", "cross_entropy", "scaled_dot_product_attention",
+    "layer_norm", "rms_norm", "gelu", "relu", "relu2", "silu", "swiglu", "softmax", "log_softmax",
+    "cross_entropy", "apply_rope", "build_rope_cache", "scaled_dot_product_attention",
     "multi_head_attention", "linear", "embedding",
 ]
+
+
+# ------------------------------------------------------------------------------------ norms
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
+    """Layer normalization over the last axes (``torch.nn.functional.layer_norm``, same
+    signature and defaults).
+
+    Args:
+        input: Tensor (or array, taken as a constant) of shape (..., *normalized_shape),
+            float32 or float64.
+        normalized_shape: int or sequence of ints, the sizes of the last axes to normalize
+            (in the GPT, C). Several axes are normalized together as one axis of their product.
+        weight: gain of shape normalized_shape and input's dtype (a plain array is a constant);
+            None means 1.
+        bias: shift, as weight; None means 0.
+        eps: number >= 0 added to the variance (default 1e-5, PyTorch's).
+
+    Returns:
+        Tensor of input's shape and dtype; one graph node with gradients for input, weight and
+        bias.
+
+    Raises:
+        TypeError: a non-floating dtype, weight/bias of a different dtype than input, or a
+            normalized_shape that is not an int or a sequence of ints.
+        ValueError: a normalized_shape that is not input's trailing shape, weight/bias not of
+            that shape, or a bad eps.
+    """
+    x, xa = float_input(input, "input", "layer_norm")
+    k = normalized_axes(normalized_shape, xa, "layer_norm")
+    if k > 1:  # the last k axes as one axis of their product, then back
+        shape = xa.shape[-k:]
+        w, b = (flat_param(t, n, shape, "layer_norm") for t, n in ((weight, "weight"), (bias, "bias")))
+        flat = x.reshape(xa.shape[:-k] + (-1,))
+        return layer_norm(flat, flat.shape[-1], w, b, eps).reshape(xa.shape)
+    weight = norm_param(weight, "weight", xa, "layer_norm", fill=1.0)
+    bias = norm_param(bias, "bias", xa, "layer_norm", fill=0.0)
+    eps = check_eps(eps, "layer_norm")
+    return LayerNormFunction.apply(x, weight, bias, eps=eps)
+
+
+def rms_norm(input, normalized_shape, weight=None, eps: Optional[float] = None) -> Tensor:
+    """Root-mean-square normalization over the last axes (``torch.nn.functional.rms_norm``,
+    same signature and defaults).
+
+    Args:
+        input: Tensor (or array, taken as a constant) of shape (..., *normalized_shape),
+            float32 or float64.
+        normalized_shape: int or sequence of ints, the sizes of the last axes to normalize
+            (in the GPT, C). Several axes are normalized together as one axis of their product.
+        weight: gain of shape normalized_shape and input's dtype (a plain array is a constant);
+            None means 1.
+        eps: number >= 0 added to the mean square, or None (default, PyTorch's) for
+            ``np.finfo(input.dtype).eps``. The chapter's build.py uses 1e-6.
+
+    Returns:
+        Tensor of input's shape and dtype; one graph node with gradients for input and weight.
+
+    Raises:
+        TypeError: a non-floating dtype, weight of a different dtype than input, or a
+            normalized_shape that is not an int or a sequence of ints.
+        ValueError: a normalized_shape that is not input's trailing shape, weight not of that
+            shape, or a bad eps.
+    """
+    x, xa = float_input(input, "input", "rms_norm")
+    k = normalized_axes(normalized_shape, xa, "rms_norm")
+    if k > 1:  # the last k axes as one axis of their product, then back
+        flat = x.reshape(xa.shape[:-k] + (-1,))
+        w = flat_param(weight, "weight", xa.shape[-k:], "rms_norm")
+        return rms_norm(flat, flat.shape[-1], w, eps).reshape(xa.shape)
+    weight = norm_param(weight, "weight", xa, "rms_norm", fill=1.0)
+    eps = check_eps(np.finfo(xa.dtype).eps if eps is None else eps, "rms_norm")
+    return RMSNormFunction.apply(x, weight, eps=eps)
+
+
+# ------------------------------------------------------------------------------ activations
+
+def gelu(x, approximate: str = "none") -> Tensor:
+    """Gaussian Error Linear Unit (``torch.nn.functional.gelu``; Hendrycks & Gimpel 2016).
+
+    * ``approximate="none"`` (the default, as in PyTorch): ``x Phi(x)``, exact to float64
+      round-off (the erf of ``layers/_erf.py``);
+    * ``approximate="tanh"`` (GPT-2, the chapter, the GPT's MLP):
+      ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``, within 4.8e-4 of the exact form.
+
+    Args:
+        x: Tensor (or array, taken as a constant), float32 or float64, any shape.
+        approximate: ``"none"`` or ``"tanh"``.
+
+    Returns:
+        Tensor of x's shape and dtype; one graph node.
+
+    Raises:
+        TypeError: x of a non-floating dtype.
+        ValueError: any other ``approximate``.
+    """
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f'gelu: approximate must be "none" or "tanh", got {approximate!r}')
+    x, _ = float_input(x, "x", "gelu")
+    return (GELUFunction if approximate == "tanh" else GELUErfFunction).apply(x)
 
 
 def relu(input) -> Tensor:
@@ -37,3 +154,340 @@ def relu(input) -> Tensor:
         Tensor of input's shape and dtype.
     """
     return (input if isinstance(input, Tensor) else Tensor(input)).relu()
+
+
+def relu2(x) -> Tensor:
+    """Squared ReLU, ``relu(x)^2`` (So et al. 2021, Primer).
+
+    Args:
+        x: Tensor (or array, taken as a constant), float32 or float64, any shape.
+
+    Returns:
+        Tensor of x's shape and dtype; one graph node.
+
+    Raises:
+        TypeError: x of a non-floating dtype.
+    """
+    x, _ = float_input(x, "x", "relu2")
+    return ReLU2Function.apply(x)
+
+
+def silu(x) -> Tensor:
+    """Sigmoid Linear Unit, ``x * sigmoid(x)`` (``torch.nn.functional.silu``).
+
+    Stable for large |x| in float32 and float64 (no overflow).
+
+    Args:
+        x: Tensor (or array, taken as a constant), float32 or float64, any shape.
+
+    Returns:
+        Tensor of x's shape and dtype; one graph node.
+
+    Raises:
+        TypeError: x of a non-floating dtype.
+    """
+    x, _ = float_input(x, "x", "silu")
+    return SiLUFunction.apply(x)
+
+
+def swiglu(x, w_gate, w_up, w_down) -> Tensor:
+    """SwiGLU feed-forward: ``(silu(x Wg^T) * (x Wu^T)) Wd^T`` (Shazeer 2020, eq. 6), one node.
+
+    Args:
+        x: Tensor (or array, taken as a constant) of shape (..., C), float32 or float64.
+        w_gate: (H, C) gate projection, PyTorch Linear layout (out, in).
+        w_up: (H, C) up projection.
+        w_down: (O, H) down projection.
+        All weights have x's dtype; a plain array is a constant.
+
+    Returns:
+        Tensor of shape (..., O) and x's dtype, with gradients for x and all three weights.
+
+    Raises:
+        TypeError: a non-floating dtype, or weights of a different dtype than x.
+        ValueError: x with no axis, weights that are not 2-D, or shapes that do not chain
+            (w_gate (H, C) with C = x.shape[-1], w_up of w_gate's shape, w_down (O, H)).
+    """
+    fn = "swiglu"
+    x, xa = float_input(x, "x", fn)
+    C = last_dim(xa, fn, "the feature axis")
+    w_gate, wg = matrix_input(w_gate, "w_gate", fn, "(out, in)", like=xa)
+    w_up, wu = matrix_input(w_up, "w_up", fn, "(out, in)", like=xa)
+    w_down, wd = matrix_input(w_down, "w_down", fn, "(out, in)", like=xa)
+    shape_is(wg, ("H", C), "w_gate", fn, f" for x of shape {xa.shape}")
+    shape_is(wu, wg.shape, "w_up", fn, " (w_gate's shape)")
+    shape_is(wd, ("O", wg.shape[0]), "w_down", fn, f" (H = {wg.shape[0]} from w_gate)")
+    return SwiGLUFunction.apply(x, w_gate, w_up, w_down)
+
+
+# ---------------------------------------------------------------- softmax and cross-entropy
+
+def softmax(x, axis=-1, *, dim=None):
+    """Softmax of ``x`` along ``axis`` (``torch.nn.functional.softmax(x, dim=axis)``).
+
+    Args:
+        x (Tensor | np.ndarray): floating, at least 1-d; a plain array is a constant.
+        axis (int): the axis to normalise, -ndim <= axis < ndim (default -1: the last; PyTorch
+            has no default).
+        dim (int): PyTorch's name for ``axis``; give one or the other.
+
+    Returns:
+        Tensor of x's shape and dtype.
+
+    Raises:
+        TypeError: non-floating x, a non-integer axis, or both ``axis`` and ``dim`` given.
+        ValueError: a 0-d x, an axis out of range, or an empty axis.
+    """
+    axis = alias(axis, dim, "axis", "dim", -1, "softmax")
+    x, xa = float_input(x, "x", "softmax")
+    axis = axis_index(axis, xa, "softmax")
+    return SoftmaxFunction.apply(x, axis=axis)
+
+
+def log_softmax(x, axis=-1, *, dim=None):
+    """Log of the softmax of ``x`` along ``axis`` (``torch.nn.functional.log_softmax(x,
+    dim=axis)``), computed from the shifted row so that it stays finite where softmax
+    underflows to 0.
+
+    Args, Returns, Raises: as ``softmax``.
+    """
+    axis = alias(axis, dim, "axis", "dim", -1, "log_softmax")
+    x, xa = float_input(x, "x", "log_softmax")
+    axis = axis_index(axis, xa, "log_softmax")
+    return LogSoftmaxFunction.apply(x, axis=axis)
+
+
+def cross_entropy(input, target, weight=None, *, ignore_index: int = -100,
+                  reduction: str = "mean", label_smoothing: float = 0.0):
+    """Cross-entropy of logits ``input`` against class indices ``target``
+    (``torch.nn.functional.cross_entropy``, same names and defaults; the options after
+    ``weight`` are keyword-only).
+
+    Args:
+        input (Tensor | np.ndarray): logits (N, V) floating; (B, T, V) (any (..., V)) is
+            accepted and flattened, the class axis last (PyTorch puts it second for
+            (N, C, d1, ...)). A plain array is a constant.
+        target (np.ndarray | Tensor): integer class indices of shape input.shape[:-1], each in
+            [0, V) or equal to ``ignore_index``. Never differentiated.
+        weight: must be None (per-class weights are not implemented).
+        reduction (str): "mean" (over the rows not ignored), "sum" or "none" (one loss per row,
+            targets' shape, 0 on ignored rows).
+        ignore_index (int): target value whose rows contribute nothing (default -100).
+        label_smoothing (float): in [0, 1]; the target distribution is
+            ``(1 - eps) onehot + eps / V`` (Szegedy et al. 2016, sec. 7).
+
+    Returns:
+        Tensor of logits' dtype: 0-d ("mean", "sum"; "mean" is NaN when every row is ignored,
+        as in PyTorch) or of targets' shape ("none").
+
+    Raises:
+        NotImplementedError: a class ``weight``.
+        TypeError: non-floating logits; targets not of an integer dtype (floats, bools);
+            a non-integer ignore_index.
+        ValueError: logits with no class axis or no classes, targets of
+            the wrong shape, an unknown reduction, or label_smoothing outside [0, 1].
+        IndexError: a target outside [0, V) other than ignore_index (the message names the
+            first bad one), as in PyTorch.
+    """
+    fn = "cross_entropy"
+    if weight is not None:
+        raise NotImplementedError(f"{fn}: per-class weight is not implemented")
+    logits, xa = float_input(input, "logits", fn)
+    V = last_dim(xa, fn, "the class axis V", name="logits")
+    if V == 0:   # no classes (no rows is an empty batch: PyTorch's 0 / empty / NaN losses)
+        raise ValueError(f"{fn}: logits have no classes (shape {xa.shape})")
+    ta = int_input(target, "targets", fn)
+    shape_is(ta, xa.shape[:-1], "targets", fn, f" (logits' shape {xa.shape} without V)")
+    reduction = choice(reduction, ("mean", "sum", "none"), "reduction", fn)
+    ignore_index = integer(ignore_index, "ignore_index", fn)
+    label_smoothing = unit_interval(label_smoothing, "label_smoothing", fn)
+    index_range(ta, V, "targets", fn, what="target", ignore_index=ignore_index)
+    return CrossEntropyFunction.apply(logits, ta.astype(np.intp, copy=False), reduction=reduction,
+                                      ignore_index=ignore_index, label_smoothing=label_smoothing)
+
+
+# ----------------------------------------------------------------------- RoPE and attention
+
+def build_rope_cache(seq_len, head_dim, base=10000, dtype=np.float32):
+    """The cos/sin tables of RoPE for positions ``0 .. seq_len-1`` (the chapter's step 8): the
+    arguments checked, then ``layers.rope.build_rope_cache``.
+
+    Angle of pair i at position pos: ``pos * base^(-2i/head_dim)`` (RoFormer eq. 15), computed in
+    float64 and cast to ``dtype`` at the end, so positions past 1,000 keep their accuracy.
+
+    Args:
+        seq_len (int): number of positions T, >= 1.
+        head_dim (int): hs, even and >= 2.
+        base (float): the frequency base, > 0 (10000 in RoFormer).
+        dtype: floating dtype of the result (float32 default).
+
+    Returns:
+        (cos, sin): two np.ndarrays of shape (1, 1, seq_len, head_dim); column 2i and 2i+1 hold the
+        same angle (each angle repeated for its interleaved pair).
+
+    Raises:
+        ValueError: if head_dim is odd or < 2, seq_len < 1, or base is not finite and > 0.
+        TypeError: if seq_len/head_dim are not integers, base is not a real number, or dtype
+            is not floating.
+    """
+    seq_len = positive_int(seq_len, "seq_len", "build_rope_cache")
+    head_dim = integer(head_dim, "head_dim", "build_rope_cache")
+    even_head_dim(head_dim, "build_rope_cache")
+    base = positive_number(base, "base", "build_rope_cache")
+    dtype = float_dtype(dtype, "build_rope_cache")
+    return rope.build_rope_cache(seq_len, head_dim, base, dtype)
+
+
+def apply_rope(x, cos, sin):
+    """Rotate interleaved pairs of ``x`` by their RoPE angles (one node, hand-derived backward).
+
+    Args:
+        x (Tensor | np.ndarray): (B, H, T, hs) (any (..., T, hs)), floating, hs even. A plain
+            array is a constant.
+        cos, sin (np.ndarray | Tensor): the tables of ``build_rope_cache``, typically (1, 1, T, hs).
+            They must broadcast to x's shape without enlarging it (so a cache built for a longer
+            sequence must be sliced to T first: ``cos[:, :, :T]``). They are constants: a Tensor that
+            requires grad is refused. They are cast to x's dtype (float32 x -> float32 compute).
+
+    Returns:
+        Tensor: x's shape and dtype.
+
+    Raises:
+        TypeError: non-floating x, cos or sin.
+        ValueError: hs odd or 0, x with fewer than 2 dims, cos/sin not broadcastable to x, or
+            cos/sin Tensors that require grad.
+    """
+    x, xa = sequence_input(x, "x", "apply_rope")
+    even_head_dim(xa.shape[-1], "apply_rope")
+    cos = rope_table(cos, "cos", xa)
+    sin = rope_table(sin, "sin", xa)
+    return RoPEFunction.apply(x, cos, sin)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None):
+    """Attention core ``softmax(q k^T * scale + mask) v``, one node with a hand-derived backward
+    (``torch.nn.functional.scaled_dot_product_attention``, same signature; no attn_mask, no
+    dropout).
+
+    Args:
+        query (Tensor | np.ndarray): (B, H, Tq, hs); any leading dims (at least 2-d in all).
+        key (Tensor | np.ndarray): (B, H, Tk, hs).
+        value (Tensor | np.ndarray): (B, H, Tk, hv).
+            All floating with one dtype, the same leading dims; plain arrays are constants.
+        attn_mask: must be None (not implemented; ``is_causal`` gives the causal mask).
+        dropout_p (float): must be 0 (not implemented).
+        is_causal (bool): mask future keys (j > i), aligned to the top-left like PyTorch.
+        scale (float | None): factor of the scores; None (default) for 1/sqrt(hs).
+
+    Returns:
+        Tensor (B, H, Tq, hv) of the inputs' dtype.
+
+    Raises:
+        NotImplementedError: an attn_mask, or dropout_p other than 0.
+        TypeError: non-floating inputs, mixed dtypes, or a non-bool is_causal.
+        ValueError: mismatched shapes, fewer than 2 dims, an empty sequence or head, or a scale
+            that is not a finite number > 0.
+    """
+    fn = "scaled_dot_product_attention"
+    if attn_mask is not None or dropout_p != 0:
+        raise NotImplementedError(f"{fn}: attn_mask and dropout_p are not implemented "
+                                  f"(use is_causal for the causal mask)")
+    q, qa = sequence_input(query, "query", fn)
+    k, ka = sequence_input(key, "key", fn)
+    v, va = sequence_input(value, "value", fn)
+    same_dtype(ka, "key", qa, "query", fn)
+    same_dtype(va, "value", qa, "query", fn)
+    is_causal = boolean(is_causal, "is_causal", fn)
+    qkv_shapes(qa, ka, va, fn)
+    scale = None if scale is None else positive_number(scale, "scale", fn)
+    return AttentionFunction.apply(q, k, v, is_causal=is_causal, scale=scale)
+
+
+def multi_head_attention(qkv, n_heads, is_causal=False):
+    """Multi-head attention on a packed q/k/v projection, as ONE autograd node.
+
+    ``qkv`` holds q, k and v side by side on its last axis (the layout of nanoGPT's and the
+    chapter's ``c_attn`` output); each is split into ``n_heads`` heads of size
+    hs = C / n_heads, attention runs on every head at once (``attention_forward``, batched
+    over B and H), and the heads
+    are laid side by side again. The same as
+    ``q, k, v = qkv.reshape(B, T, 3, H, hs).transpose(2, 0, 3, 1, 4)`` then
+    ``scaled_dot_product_attention(q, k, v, is_causal).transpose(0, 2, 1, 3).reshape(B, T, C)``
+    in separate nodes, bit for bit, without their graph nodes and the three zero-filled
+    gradients of the indexing.
+
+    Args:
+        qkv (Tensor | np.ndarray): (B, T, 3C) floating; a plain array is a constant.
+        n_heads (int): H, must divide C.
+        is_causal (bool): mask future keys (j > i).
+
+    Returns:
+        Tensor (B, T, C) of qkv's dtype.
+
+    Raises:
+        TypeError: non-floating qkv, a non-int n_heads or a non-bool is_causal.
+        ValueError: qkv not 3-D, an empty batch or sequence, a last axis not 3 * H * hs,
+            n_heads < 1.
+    """
+    fn = "multi_head_attention"
+    qkv, a = float_input(qkv, "qkv", fn)
+    packed_qkv(a, fn)
+    n_heads = positive_int(n_heads, "n_heads", fn)
+    divides(n_heads, a.shape[-1] // 3, fn)
+    is_causal = boolean(is_causal, "is_causal", fn)
+    return MultiHeadAttentionFunction.apply(qkv, n_heads=n_heads, is_causal=is_causal)
+
+
+# --------------------------------------------------------------------- linear and embedding
+
+def linear(x, weight, bias=None):
+    """``x @ weight.T + bias`` (``torch.nn.functional.linear``), one node, hand-derived backward.
+
+    Args:
+        x (Tensor | np.ndarray): (..., in_features), at least 1-d.
+        weight (Tensor | np.ndarray): (out_features, in_features).
+        bias (Tensor | np.ndarray | None): (out_features,).
+            All floating with one dtype; plain arrays are constants.
+
+    Returns:
+        Tensor (..., out_features) of the inputs' dtype.
+
+    Raises:
+        TypeError: non-floating inputs or mixed dtypes.
+        ValueError: weight not 2-d, in_features mismatch, bias of the wrong shape, 0-d x.
+    """
+    x, xa = float_input(x, "x", "linear")
+    C = last_dim(xa, "linear", "in_features")
+    weight, wa = matrix_input(weight, "weight", "linear", "(out_features, in_features)", like=xa)
+    shape_is(wa, ("out_features", C), "weight", "linear",
+             f" (in_features = {C}, the last axis of x of shape {xa.shape})")
+    if bias is None:
+        return LinearFunction.apply(x, weight)
+    bias, ba = float_input(bias, "bias", "linear")
+    same_dtype(ba, "bias", xa, "x", "linear")
+    shape_is(ba, (wa.shape[0],), "bias", "linear", " (out_features of weight)")
+    return LinearFunction.apply(x, weight, bias)
+
+
+def embedding(idx, weight):
+    """Look up rows of ``weight`` (``torch.nn.functional.embedding(idx, weight)``).
+
+    Args:
+        idx (np.ndarray | Tensor): integer indices of any shape, each in [0, num_embeddings).
+            Negative indices are refused (as in PyTorch), not wrapped.
+        weight (Tensor | np.ndarray): (num_embeddings, embedding_dim), floating. A plain array
+            is a constant.
+
+    Returns:
+        Tensor of shape idx.shape + (embedding_dim,) and weight's dtype.
+
+    Raises:
+        TypeError: idx not of an integer dtype (floats, bools) or non-floating weight.
+        ValueError: weight not 2-d.
+        IndexError: an index outside [0, num_embeddings) (the message names an offending one).
+    """
+    ia = int_input(idx, "idx", "embedding")
+    weight, wa = matrix_input(weight, "weight", "embedding", "(num_embeddings, embedding_dim)")
+    index_range(ia, wa.shape[0], "idx", "embedding")
+    return EmbeddingFunction.apply(weight, ia.astype(np.intp, copy=False))

@@ -15,15 +15,12 @@ relative accuracy in the left tail where ``1 + erf`` would cancel.
 
 Backward (product rule; d/dx Phi(x) = phi(x) = exp(-x^2/2) / sqrt(2 pi))::
 
-    dx = dout * ( Phi(x)                                        # term 1: d(x)/dx Phi
-                + x phi(x) )                                    # term 2: x dPhi/dx
+    dx = dout * (Phi(x) + x phi(x))             # term 1: d(x)/dx Phi; term 2: x dPhi/dx
 
 Tanh approximation (GPT-2; the chapter's step 6; ``approximate="tanh"``), with
 ``k = sqrt(2/pi)`` and ``c = 0.044715``::
 
-    u   = k (x + c x^3)
-    t   = tanh(u)
-    out = 0.5 x (1 + t)
+    u = k (x + c x^3),   t = tanh(u),   out = 0.5 x (1 + t)
 
 Cache: ``(x, t)``. ``t`` is the one transcendental of the forward; saving it spares the
 backward a second ``tanh``, and ``sech^2(u)`` is then ``1 - t^2`` of the saved tanh (never
@@ -35,22 +32,15 @@ Backward (product rule on ``0.5 x (1 + t)``)::
                 + 0.5 x (1 - t^2) k (1 + 3 c x^2) )             # term 2: 0.5 x tanh'(u) du/dx
 
 Derivation: docs/derivations.md, section GELU.
+PyTorch faces: ``layers.functional.gelu``, ``layers.modules.MLP``.
 """
-from __future__ import annotations
-
 import math
 
 import numpy as np
 
-from minigrad import Module, Tensor, from_pair
+from minigrad import from_pair
 
-from .checks import float_input, generator, positive_int
 from ._erf import erfc
-from .linear import Linear
-from .relu2 import ReLU2Function, relu2_forward
-
-__all__ = ["gelu_forward", "gelu_backward", "GELUFunction", "gelu_erf_forward",
-           "gelu_erf_backward", "GELUErfFunction", "gelu", "MLP"]
 
 GELU_K = math.sqrt(2.0 / math.pi)   # sqrt(2/pi)
 GELU_C = 0.044715                   # cubic coefficient of the tanh approximation
@@ -59,10 +49,8 @@ GELU_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
 def gelu_forward(x: np.ndarray):
-    """GELU (tanh approximation): ``out = 0.5 x (1 + tanh(k (x + c x^3)))``, any shape.
-
-    Returns (out, cache): ``out`` in x's shape and dtype; ``cache = (x, t)``, t the tanh.
-    """
+    """GELU (tanh approximation), ``0.5 x (1 + tanh(k (x + c x^3)))``, any shape.
+    Returns (out, cache): ``out`` in x's shape and dtype; ``cache = (x, t)``, t the tanh."""
     u = GELU_K * (x * (1.0 + GELU_C * (x * x)))   # u = k (x + c x^3), as k x (1 + c x^2)
     t = np.tanh(u)
     out = 0.5 * (x * (1.0 + t))
@@ -84,10 +72,8 @@ GELUFunction = from_pair(gelu_forward, gelu_backward, "GELUFunction")
 
 
 def gelu_erf_forward(x: np.ndarray):
-    """Exact GELU: ``out = x Phi(x)``, ``Phi(x) = 0.5 erfc(-x / sqrt 2)``, any shape.
-
-    Returns (out, cache): ``out`` in x's shape and dtype; ``cache = (x, Phi)``.
-    """
+    """Exact GELU, ``x Phi(x)`` with ``Phi(x) = 0.5 erfc(-x / sqrt 2)``, any shape.
+    Returns (out, cache): ``out`` in x's shape and dtype; ``cache = (x, Phi)``."""
     cdf = 0.5 * erfc(-GELU_SQRT1_2 * x)             # Phi(x)
     return x * cdf, (x, cdf)
 
@@ -101,73 +87,3 @@ def gelu_erf_backward(dout: np.ndarray, cache):
 
 
 GELUErfFunction = from_pair(gelu_erf_forward, gelu_erf_backward, "GELUErfFunction")
-
-
-def gelu(x, approximate: str = "none") -> Tensor:
-    """Gaussian Error Linear Unit (``torch.nn.functional.gelu``; Hendrycks & Gimpel 2016).
-
-    * ``approximate="none"`` (the default, as in PyTorch): ``x Phi(x)``, exact to float64
-      round-off (the erf of ``layers/_erf.py``);
-    * ``approximate="tanh"`` (GPT-2, the chapter, the GPT's MLP):
-      ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``, within 4.8e-4 of the exact form.
-
-    Args:
-        x: Tensor (or array, taken as a constant), float32 or float64, any shape.
-        approximate: ``"none"`` or ``"tanh"``.
-
-    Returns:
-        Tensor of x's shape and dtype; one graph node.
-
-    Raises:
-        TypeError: x of a non-floating dtype.
-        ValueError: any other ``approximate``.
-    """
-    if approximate not in ("none", "tanh"):
-        raise ValueError(f'gelu: approximate must be "none" or "tanh", got {approximate!r}')
-    x, _ = float_input(x, "x", "gelu")
-    return (GELUFunction if approximate == "tanh" else GELUErfFunction).apply(x)
-
-
-class MLP(Module):
-    """Feed-forward block ``c_proj(act(c_fc(x)))``, d -> 4d -> d (GPT-2's MLP; the chapter's
-    ``MLP``).
-
-    Args:
-        d (int): model width C.
-        activation (str): "gelu" (tanh approximation, GPT-2 / the chapter) or "relu2"
-            (relu(x)^2, So et al. 2021 "Primer").
-        rng, dtype: as ``Linear``.
-        bias (bool): keyword-only; whether the two Linears have a bias (default True).
-        backward (dict | None): keyword-only; ``{name: fn}``, a function of the signature of
-            ``<name>_backward(dout, cache)`` to use in place of the layer's own, for the names
-            "linear" and ``activation``; other names are ignored.
-
-    Parameters: ``c_fc.weight`` (4C, C), ``c_fc.bias`` (4C,), ``c_proj.weight`` (C, 4C),
-    ``c_proj.bias`` (C,), drawn in that order.
-    Shapes: x (..., C) -> (..., C).
-
-    Raises:
-        ValueError: on an unknown activation.
-    """
-
-    def __init__(self, d: int, activation: str = "gelu", rng=None, dtype=np.float32, *,
-                 bias: bool = True, backward=None) -> None:
-        super().__init__()
-        d = positive_int(d, "d", "MLP")
-        if activation not in ("gelu", "relu2"):
-            raise ValueError(f"MLP activation must be 'gelu' or 'relu2', got {activation!r}")
-        rng = generator(rng)
-        backward = backward or {}
-        self.activation = activation
-        linear = backward.get("linear")
-        self.c_fc = Linear(d, 4 * d, bias=bias, rng=rng, dtype=dtype, backward=linear)
-        self.c_proj = Linear(4 * d, d, bias=bias, rng=rng, dtype=dtype, backward=linear)
-        act = backward.get(activation)
-        if activation == "gelu":
-            self.function = GELUFunction if act is None else from_pair(gelu_forward, act)
-        else:
-            self.function = ReLU2Function if act is None else from_pair(relu2_forward, act)
-
-    def forward(self, x: Tensor) -> Tensor:
-        h = self.function.apply(self.c_fc(x))                         # (..., 4C)
-        return self.c_proj(h)                                         # (..., C)

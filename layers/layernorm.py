@@ -25,18 +25,11 @@ The three terms: the direct path through xhat, the path through the mean, and th
 the variance. For C = 1, xhat is exactly 0 and dxhat - mean(dxhat) is exactly 0, so dx = 0.
 
 Derivation: docs/derivations.md, section LayerNorm.
+PyTorch faces: ``layers.functional.layer_norm``, ``layers.modules.LayerNorm``.
 """
-from __future__ import annotations
-
 import numpy as np
 
-from minigrad import Module, Parameter, Tensor, from_pair
-
-from .checks import (check_eps, flat_param, float_dtype, float_input, norm_param, normalized_axes,
-                     sizes)
-
-__all__ = ["layernorm_forward", "layernorm_backward", "LayerNormFunction", "layer_norm",
-           "LayerNorm", "Identity"]
+from minigrad import from_pair
 
 
 def layernorm_forward(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float = 1e-5):
@@ -67,93 +60,3 @@ def layernorm_backward(dout: np.ndarray, cache):
 
 
 LayerNormFunction = from_pair(layernorm_forward, layernorm_backward, "LayerNormFunction")
-
-
-def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
-    """Layer normalization over the last axes (``torch.nn.functional.layer_norm``, same
-    signature and defaults).
-
-    Args:
-        input: Tensor (or array, taken as a constant) of shape (..., *normalized_shape),
-            float32 or float64.
-        normalized_shape: int or sequence of ints, the sizes of the last axes to normalize
-            (in the GPT, C). Several axes are normalized together as one axis of their product.
-        weight: gain of shape normalized_shape and input's dtype (a plain array is a constant);
-            None means 1.
-        bias: shift, as weight; None means 0.
-        eps: number >= 0 added to the variance (default 1e-5, PyTorch's).
-
-    Returns:
-        Tensor of input's shape and dtype; one graph node with gradients for input, weight and
-        bias.
-
-    Raises:
-        TypeError: a non-floating dtype, weight/bias of a different dtype than input, or a
-            normalized_shape that is not an int or a sequence of ints.
-        ValueError: a normalized_shape that is not input's trailing shape, weight/bias not of
-            that shape, or a bad eps.
-    """
-    x, xa = float_input(input, "input", "layer_norm")
-    k = normalized_axes(normalized_shape, xa, "layer_norm")
-    if k > 1:  # the last k axes as one axis of their product, then back
-        shape = xa.shape[-k:]
-        w, b = (flat_param(t, n, shape, "layer_norm") for t, n in ((weight, "weight"), (bias, "bias")))
-        flat = x.reshape(xa.shape[:-k] + (-1,))
-        return layer_norm(flat, flat.shape[-1], w, b, eps).reshape(xa.shape)
-    weight = norm_param(weight, "weight", xa, "layer_norm", fill=1.0)
-    bias = norm_param(bias, "bias", xa, "layer_norm", fill=0.0)
-    eps = check_eps(eps, "layer_norm")
-    return LayerNormFunction.apply(x, weight, bias, eps=eps)
-
-
-class LayerNorm(Module):
-    """``layer_norm`` as a Module (``torch.nn.LayerNorm``): gain ``weight`` = 1 and ``bias`` = 0,
-    both of shape normalized_shape.
-
-    Args:
-        normalized_shape (int | tuple of int): sizes of the last axes to normalize (the GPT's C).
-        eps (float): added to the variance, default 1e-5 (PyTorch's).
-        rng: unused (no random init); accepted for a uniform constructor signature.
-        dtype: parameter dtype, default float32.
-        bias (bool): keyword-only; False: no bias (``bias`` is None, the shift is 0), as
-            ``torch.nn.LayerNorm(..., bias=False)`` (PyTorch >= 2.1).
-        backward: keyword-only; None for ``layernorm_backward``, or a function of the same
-            signature ``(dout, cache) -> (dx, dweight, dbias)`` to use in its place.
-
-    Shapes: x (..., *normalized_shape) -> the same shape. x is not checked (``layer_norm``
-    checks its inputs): it must have the parameters' dtype and trailing shape.
-
-    Raises:
-        TypeError: a non-integer size or a non-floating dtype.
-        ValueError: a size <= 0 or an eps that is not a finite number >= 0 (at construction).
-    """
-
-    def __init__(self, normalized_shape, eps: float = 1e-5, rng=None, dtype=np.float32, *,
-                 bias: bool = True, backward=None) -> None:
-        super().__init__()
-        self.normalized_shape = sizes(normalized_shape, "LayerNorm")
-        self.eps = check_eps(eps, "LayerNorm")
-        self.weight = Parameter(np.ones(self.normalized_shape, dtype=float_dtype(dtype, "LayerNorm")))
-        self.bias = Parameter(np.zeros_like(self.weight.data)) if bias else None
-        self.function = (LayerNormFunction if backward is None
-                         else from_pair(layernorm_forward, backward))
-
-    def forward(self, x: Tensor) -> Tensor:
-        bias = np.zeros_like(self.weight.data) if self.bias is None else self.bias
-        k = len(self.normalized_shape)
-        if k == 1:
-            return self.function.apply(x, self.weight, bias, eps=self.eps)
-        flat = x.reshape(x.shape[:-k] + (-1,))   # the normalized axes as one, then back
-        return self.function.apply(flat, self.weight.reshape(-1), bias.reshape(-1),
-                                   eps=self.eps).reshape(x.shape)
-
-
-class Identity(Module):
-    """Returns its input unchanged (``torch.nn.Identity``); no parameters.
-
-    Stands in for a norm when a model is built without normalisation (the chapter's
-    ``make_norm("none")``). Shapes: x (...) -> (...), the same Tensor.
-    """
-
-    def forward(self, x: Tensor) -> Tensor:
-        return x

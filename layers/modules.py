@@ -1,17 +1,368 @@
-"""The layers' Modules, each defined in its layer's file (PyTorch's names, layouts and init).
+"""``layers.modules``: the layers as Modules under PyTorch's names, layouts and init
+(``torch.nn``): ``LayerNorm``, ``Identity``, ``RMSNorm``, ``Linear``, ``Embedding``, ``MLP``,
+``SwiGLU``, ``CausalSelfAttention``.
 
-``LayerNorm`` and ``Identity`` (layernorm.py), ``RMSNorm`` (rmsnorm.py), ``Linear``
-(linear.py), ``Embedding`` (embedding.py), ``MLP`` (gelu.py), ``SwiGLU`` (swiglu.py),
-``CausalSelfAttention`` (attention.py). A fixed ``rng`` seed gives a fixed model: each module
-draws its weights in the order its constructor creates them.
+A Module checks its arguments once, at construction (calls into ``checks.py``), and its
+``forward`` applies the layer's ``Function`` (``layers/<name>.py``) without checking x again.
+``backward=`` puts another backward of the same signature in place of the layer's own:
+``from_pair(<name>_forward, backward)``. A fixed ``rng`` gives a fixed model: each Module draws
+its weights in the order its constructor creates them.
 """
-from .attention import CausalSelfAttention
-from .embedding import Embedding
-from .gelu import MLP
-from .layernorm import Identity, LayerNorm
-from .linear import Linear
-from .rmsnorm import RMSNorm
-from .swiglu import SwiGLU
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import numpy as np
+
+from minigrad import Module, Parameter, Tensor, from_pair
+
+from .attention import (AttentionFunction, MultiHeadAttentionFunction, attention_forward,
+                        multi_head_attention_backward, multi_head_attention_forward)
+from .checks import (check_eps, divides, even_head_dim, float_dtype, generator, positive_int,
+                     sizes)
+from .embedding import EmbeddingFunction, embedding_forward
+from .gelu import GELUFunction, gelu_forward
+from .layernorm import LayerNormFunction, layernorm_forward
+from .linear import LinearFunction, linear_forward
+from .relu2 import ReLU2Function, relu2_forward
+from .rmsnorm import RMSNormFunction, rmsnorm_forward
+from .rope import RoPEFunction, build_rope_cache, rope_forward
+from .swiglu import SwiGLUFunction, swiglu_forward
 
 __all__ = ["Identity", "LayerNorm", "RMSNorm", "Linear", "Embedding", "SwiGLU", "MLP",
            "CausalSelfAttention"]
+
+
+def _function(function, forward, backward):
+    """The layer's ``function``, or ``from_pair(forward, backward)`` when a ``backward`` is
+    given in place of the layer's own."""
+    return function if backward is None else from_pair(forward, backward)
+
+
+def _normalize(function, x, k, params, eps):
+    """``function.apply(x, *params, eps=eps)`` over the last k axes of x as one axis of their
+    product, then back to x's shape (a norm over several axes)."""
+    if k == 1:
+        return function.apply(x, *params, eps=eps)
+    flat = x.reshape(x.shape[:-k] + (-1,))
+    return function.apply(flat, *(p.reshape(-1) for p in params), eps=eps).reshape(x.shape)
+
+
+class LayerNorm(Module):
+    """``layer_norm`` as a Module (``torch.nn.LayerNorm``): gain ``weight`` = 1 and ``bias`` = 0,
+    both of shape normalized_shape.
+
+    Args:
+        normalized_shape (int | tuple of int): sizes of the last axes to normalize (the GPT's C).
+        eps (float): added to the variance, default 1e-5 (PyTorch's).
+        rng: unused (no random init); accepted for a uniform constructor signature.
+        dtype: parameter dtype, default float32.
+        bias (bool): keyword-only; False: no bias (``bias`` is None, the shift is 0), as
+            ``torch.nn.LayerNorm(..., bias=False)`` (PyTorch >= 2.1).
+        backward: keyword-only; None for ``layernorm_backward``, or a function of the same
+            signature ``(dout, cache) -> (dx, dweight, dbias)`` to use in its place.
+
+    Shapes: x (..., *normalized_shape) -> the same shape. x is not checked (``layer_norm``
+    checks its inputs): it must have the parameters' dtype and trailing shape.
+
+    Raises:
+        TypeError: a non-integer size or a non-floating dtype.
+        ValueError: a size <= 0 or an eps that is not a finite number >= 0 (at construction).
+    """
+
+    def __init__(self, normalized_shape, eps: float = 1e-5, rng=None, dtype=np.float32, *,
+                 bias: bool = True, backward=None) -> None:
+        super().__init__()
+        self.normalized_shape = sizes(normalized_shape, "LayerNorm")
+        self.eps = check_eps(eps, "LayerNorm")
+        self.weight = Parameter(np.ones(self.normalized_shape, dtype=float_dtype(dtype, "LayerNorm")))
+        self.bias = Parameter(np.zeros_like(self.weight.data)) if bias else None
+        self.function = _function(LayerNormFunction, layernorm_forward, backward)
+
+    def forward(self, x: Tensor) -> Tensor:
+        bias = np.zeros_like(self.weight.data) if self.bias is None else self.bias
+        return _normalize(self.function, x, len(self.normalized_shape), (self.weight, bias),
+                          self.eps)
+
+
+class Identity(Module):
+    """Returns its input unchanged (``torch.nn.Identity``); no parameters.
+
+    Stands in for a norm when a model is built without normalisation (the chapter's
+    ``make_norm("none")``). Shapes: x (...) -> (...), the same Tensor.
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x
+
+
+class RMSNorm(Module):
+    """``rms_norm`` as a Module with a learned gain ``weight`` = 1 of shape normalized_shape
+    (``torch.nn.RMSNorm``).
+
+    Args:
+        normalized_shape (int | tuple of int): sizes of the last axes to normalize (the GPT's C).
+        eps (float | None): default None, ``np.finfo(dtype).eps`` (``torch.nn.RMSNorm``'s
+            default); the chapter's build.py passes 1e-6.
+        rng: unused (no random init); accepted for a uniform constructor signature.
+        dtype: parameter dtype, default float32.
+        backward: keyword-only; None for ``rmsnorm_backward``, or a function of the same
+            signature ``(dout, cache) -> (dx, dweight)`` to use in its place.
+
+    Shapes: x (..., *normalized_shape) -> the same shape. x is not checked (``rms_norm`` checks
+    its inputs): it must have the parameter's dtype and trailing shape.
+
+    Raises:
+        TypeError: a non-integer size or a non-floating dtype.
+        ValueError: a size <= 0 or an eps that is not a finite number >= 0 (at construction).
+    """
+
+    def __init__(self, normalized_shape, eps: Optional[float] = None, rng=None,
+                 dtype=np.float32, *, backward=None) -> None:
+        super().__init__()
+        self.normalized_shape = sizes(normalized_shape, "RMSNorm")
+        self.eps = None if eps is None else check_eps(eps, "RMSNorm")
+        self.weight = Parameter(np.ones(self.normalized_shape, dtype=float_dtype(dtype, "RMSNorm")))
+        self.function = _function(RMSNormFunction, rmsnorm_forward, backward)
+
+    def forward(self, x: Tensor) -> Tensor:
+        eps = float(np.finfo(x.dtype).eps) if self.eps is None else self.eps
+        return _normalize(self.function, x, len(self.normalized_shape), (self.weight,), eps)
+
+
+class Linear(Module):
+    """``linear`` as a Module (``torch.nn.Linear``): ``y = x W^T + b``.
+
+    Args:
+        in_features (int), out_features (int): sizes of the input and output last axes.
+        bias (bool): whether to add a learned bias (default True).
+        rng (np.random.Generator | None): source of the init (a fresh unseeded one if None).
+        dtype: parameter dtype, default float32.
+        backward: keyword-only; None for ``linear_backward``, or a function of the same
+            signature ``(dout, cache) -> (dx, dW, db)`` to use in its place.
+
+    Parameters: ``weight`` (out_features, in_features), ``bias`` (out_features,), both
+    ~ U(-1/sqrt(in_features), 1/sqrt(in_features)), drawn weight first (PyTorch's default:
+    kaiming_uniform with a = sqrt(5) gives that bound).
+    Shapes: x (..., in_features) -> (..., out_features).
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, rng=None,
+                 dtype=np.float32, *, backward=None) -> None:
+        super().__init__()
+        self.in_features = positive_int(in_features, "in_features", "Linear")
+        self.out_features = positive_int(out_features, "out_features", "Linear")
+        rng = generator(rng)
+        dt = float_dtype(dtype, "Linear")
+        bound = 1.0 / math.sqrt(self.in_features)
+        self.weight = Parameter(
+            rng.uniform(-bound, bound, (self.out_features, self.in_features)).astype(dt))
+        if bias:
+            self.bias = Parameter(rng.uniform(-bound, bound, self.out_features).astype(dt))
+        else:
+            self.bias = None
+        self.function = _function(LinearFunction, linear_forward, backward)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.function.apply(x, self.weight, self.bias)    # bias None: a constant
+
+
+class Embedding(Module):
+    """``embedding`` as a Module (``torch.nn.Embedding``): ``y = weight[idx]``.
+
+    Args:
+        num_embeddings (int): number of rows (vocabulary or positions).
+        embedding_dim (int): width C of a row.
+        rng (np.random.Generator | None): source of the init.
+        dtype: parameter dtype, default float32.
+        backward: keyword-only; None for ``embedding_backward``, or a function of the same
+            signature ``(dout, cache) -> dweight`` to use in its place.
+
+    Parameters: ``weight`` (num_embeddings, embedding_dim) ~ N(0, 1).
+    Shapes: idx integer (...) -> (..., embedding_dim). idx is not checked (``embedding``
+    checks it): it must hold integers in [0, num_embeddings).
+    """
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, rng=None,
+                 dtype=np.float32, *, backward=None) -> None:
+        super().__init__()
+        self.num_embeddings = positive_int(num_embeddings, "num_embeddings", "Embedding")
+        self.embedding_dim = positive_int(embedding_dim, "embedding_dim", "Embedding")
+        rng = generator(rng)
+        dt = float_dtype(dtype, "Embedding")
+        self.weight = Parameter(
+            rng.standard_normal((self.num_embeddings, self.embedding_dim)).astype(dt))
+        self.function = _function(EmbeddingFunction, embedding_forward, backward)
+
+    def forward(self, idx) -> Tensor:
+        return self.function.apply(self.weight, idx)
+
+
+class MLP(Module):
+    """Feed-forward block ``c_proj(act(c_fc(x)))``, d -> 4d -> d (GPT-2's MLP; the chapter's
+    ``MLP``).
+
+    Args:
+        d (int): model width C.
+        activation (str): "gelu" (tanh approximation, GPT-2 / the chapter) or "relu2"
+            (relu(x)^2, So et al. 2021 "Primer").
+        rng, dtype: as ``Linear``.
+        bias (bool): keyword-only; whether the two Linears have a bias (default True).
+        backward (dict | None): keyword-only; ``{name: fn}``, a function of the signature of
+            ``<name>_backward(dout, cache)`` to use in place of the layer's own, for the names
+            "linear" and ``activation``; other names are ignored.
+
+    Parameters: ``c_fc.weight`` (4C, C), ``c_fc.bias`` (4C,), ``c_proj.weight`` (C, 4C),
+    ``c_proj.bias`` (C,), drawn in that order.
+    Shapes: x (..., C) -> (..., C).
+
+    Raises:
+        ValueError: on an unknown activation.
+    """
+
+    def __init__(self, d: int, activation: str = "gelu", rng=None, dtype=np.float32, *,
+                 bias: bool = True, backward=None) -> None:
+        super().__init__()
+        d = positive_int(d, "d", "MLP")
+        if activation not in ("gelu", "relu2"):
+            raise ValueError(f"MLP activation must be 'gelu' or 'relu2', got {activation!r}")
+        rng = generator(rng)
+        backward = backward or {}
+        self.activation = activation
+        linear = backward.get("linear")
+        self.c_fc = Linear(d, 4 * d, bias=bias, rng=rng, dtype=dtype, backward=linear)
+        self.c_proj = Linear(4 * d, d, bias=bias, rng=rng, dtype=dtype, backward=linear)
+        act = backward.get(activation)
+        if activation == "gelu":
+            self.function = _function(GELUFunction, gelu_forward, act)
+        else:
+            self.function = _function(ReLU2Function, relu2_forward, act)
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = self.function.apply(self.c_fc(x))                         # (..., 4C)
+        return self.c_proj(h)                                         # (..., C)
+
+
+class SwiGLU(Module):
+    """``swiglu`` as a Module with three bias-free ``Linear`` projections (the chapter's
+    ``SwiGLU``): ``down_proj(silu(gate_proj(x)) * up_proj(x))``, one fused node.
+
+    Hidden width H = int(d * hidden_mult); 8/3 keeps the parameter count near a 4d GELU MLP's.
+
+    Args:
+        d (int): model width C.
+        hidden_mult (float): H / C, default 8/3.
+        rng (np.random.Generator | None), dtype: as ``Linear``.
+        backward: keyword-only; None for ``swiglu_backward``, or a function of the same
+            signature ``(dout, cache) -> (dx, dw_gate, dw_up, dw_down)`` to use in its place.
+
+    Parameters: ``gate_proj.weight`` (H, C), ``up_proj.weight`` (H, C), ``down_proj.weight``
+    (C, H); each U(+-1/sqrt(fan_in)), drawn in that order.
+    Shapes: x (..., C) -> (..., C).
+
+    Raises:
+        ValueError: if int(d * hidden_mult) < 1.
+    """
+
+    def __init__(self, d: int, hidden_mult: float = 8.0 / 3.0, rng=None,
+                 dtype=np.float32, *, backward=None) -> None:
+        super().__init__()
+        d = positive_int(d, "d", "SwiGLU")
+        hidden = int(d * hidden_mult)
+        if hidden < 1:
+            raise ValueError(f"SwiGLU hidden width int({d} * {hidden_mult}) must be >= 1")
+        rng = generator(rng)
+        self.hidden = hidden
+        self.gate_proj = Linear(d, hidden, bias=False, rng=rng, dtype=dtype)
+        self.up_proj = Linear(d, hidden, bias=False, rng=rng, dtype=dtype)
+        self.down_proj = Linear(hidden, d, bias=False, rng=rng, dtype=dtype)
+        self.function = _function(SwiGLUFunction, swiglu_forward, backward)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.function.apply(x, self.gate_proj.weight, self.up_proj.weight,
+                                   self.down_proj.weight)
+
+
+class CausalSelfAttention(Module):
+    """Multi-head causal self-attention (Vaswani et al. 2017; nanoGPT / the chapter's layout).
+
+    ``c_attn`` projects x to q, k, v at once; heads attend with
+    ``softmax(q k^T / sqrt(hs) + causal mask) v`` (without RoPE the split into heads, the
+    attention and the merge are one node, ``MultiHeadAttentionFunction``; with RoPE the split
+    is separate nodes and the attention one, ``AttentionFunction``); ``c_proj`` mixes the
+    heads. With ``rope=True`` queries and keys are rotated by RoPE (Su et al. 2021, interleaved
+    pairs, the chapter's step 8) from a cos/sin table of ``block_size`` positions built once.
+
+    Args:
+        d_model (int): width C.
+        n_heads (int): H, must divide C (and C // H must be even with RoPE).
+        rope (bool): apply RoPE to q and k (default False).
+        block_size (int): longest sequence the RoPE table covers (default 1024; unused
+            without RoPE).
+        rng, dtype: as ``Linear``.
+        bias (bool): keyword-only; whether ``c_attn`` and ``c_proj`` have a bias (default True).
+        backward (dict | None): keyword-only; ``{name: fn}``, a function of the signature of
+            ``<name>_backward(dout, cache)`` to use in place of the layer's own, for the names
+            "attention" (``attention_backward``; without RoPE it replaces the call inside
+            ``multi_head_attention_backward``), "rope" and "linear"; other names are ignored.
+
+    Parameters: ``c_attn.weight`` (3C, C), ``c_attn.bias`` (3C,), ``c_proj.weight`` (C, C),
+    ``c_proj.bias`` (C,), drawn in that order.
+    Shapes: x (B, T, C) -> (B, T, C).
+
+    Raises:
+        ValueError: if n_heads does not divide d_model, head_dim is odd with rope, or (in
+            forward) T exceeds block_size with rope.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, rope: bool = False, block_size: int = 1024,
+                 rng=None, dtype=np.float32, *, bias: bool = True, backward=None) -> None:
+        super().__init__()
+        d_model = positive_int(d_model, "d_model", "CausalSelfAttention")
+        n_heads = positive_int(n_heads, "n_heads", "CausalSelfAttention")
+        self.d_model, self.n_heads = d_model, n_heads
+        self.head_dim = divides(n_heads, d_model, "CausalSelfAttention")
+        self.rope = bool(rope)
+        self.block_size = positive_int(block_size, "block_size", "CausalSelfAttention")
+        if self.rope:
+            even_head_dim(self.head_dim, "CausalSelfAttention")
+        rng = generator(rng)
+        dt = float_dtype(dtype, "CausalSelfAttention")
+        backward = backward or {}
+        linear, attn = backward.get("linear"), backward.get("attention")
+        self.c_attn = Linear(d_model, 3 * d_model, bias=bias, rng=rng, dtype=dt, backward=linear)
+        self.c_proj = Linear(d_model, d_model, bias=bias, rng=rng, dtype=dt, backward=linear)
+        if self.rope:
+            # constants, not Parameters: (1, 1, block_size, hs) each
+            self.rope_cos, self.rope_sin = build_rope_cache(self.block_size, self.head_dim,
+                                                            dtype=dt)
+            self.rope_function = _function(RoPEFunction, rope_forward, backward.get("rope"))
+            self.function = _function(AttentionFunction, attention_forward, attn)
+        elif attn is None:
+            self.function = MultiHeadAttentionFunction
+        else:  # attn in place of the attention_backward that multi_head_attention_backward calls
+            self.function = from_pair(
+                multi_head_attention_forward,
+                lambda dy, cache: multi_head_attention_backward(dy, cache, attn), attn.__name__)
+
+    def forward(self, x: Tensor) -> Tensor:
+        B, T, C = x.shape
+        H, hs = self.n_heads, self.head_dim
+        qkv = self.c_attn(x)                                   # (B, T, 3C)
+        if not self.rope:  # split, attention and merge in one node
+            return self.c_proj(self.function.apply(qkv, n_heads=H, is_causal=True))
+        # RoPE rotates q and k between the split and the attention: separate nodes
+        qkv = qkv.reshape(B, T, 3, H, hs)                      # (B, T, 3, H, hs)
+        qkv = qkv.transpose(2, 0, 3, 1, 4)                     # (3, B, H, T, hs)
+        q, k, v = qkv[0], qkv[1], qkv[2]                       # (B, H, T, hs) each
+        if T > self.block_size:
+            raise ValueError(f"sequence length {T} exceeds the RoPE table's "
+                             f"block_size {self.block_size}")
+        cos = self.rope_cos[:, :, :T]                          # (1, 1, T, hs)
+        sin = self.rope_sin[:, :, :T]
+        q = self.rope_function.apply(q, cos, sin)
+        k = self.rope_function.apply(k, cos, sin)
+        y = self.function.apply(q, k, v, is_causal=True)       # (B, H, T, hs)
+        y = y.transpose(0, 2, 1, 3).reshape(B, T, C)           # (B, T, C)
+        return self.c_proj(y)

@@ -19,16 +19,11 @@ The derivative is continuous: 2 max(x, 0) is 0 at x = 0 from both sides, so ther
 convention to choose (unlike ReLU).
 
 Derivation: docs/derivations.md, section ReLU².
+PyTorch faces: ``layers.functional.relu2``, ``layers.modules.MLP(activation="relu2")``.
 """
-from __future__ import annotations
-
 import numpy as np
 
-from minigrad import Tensor, from_pair
-
-from .checks import float_input
-
-__all__ = ["relu2_forward", "relu2_backward", "ReLU2Function", "relu2"]
+from minigrad import from_pair
 
 
 def relu2_forward(x: np.ndarray):
@@ -48,19 +43,3 @@ def relu2_backward(dout: np.ndarray, cache):
 
 
 ReLU2Function = from_pair(relu2_forward, relu2_backward, "ReLU2Function")
-
-
-def relu2(x) -> Tensor:
-    """Squared ReLU, ``relu(x)^2`` (So et al. 2021, Primer).
-
-    Args:
-        x: Tensor (or array, taken as a constant), float32 or float64, any shape.
-
-    Returns:
-        Tensor of x's shape and dtype; one graph node.
-
-    Raises:
-        TypeError: x of a non-floating dtype.
-    """
-    x, _ = float_input(x, "x", "relu2")
-    return ReLU2Function.apply(x)

@@ -24,28 +24,17 @@ Backward: the transpose of a rotation is the rotation by -theta. With ``rotate_h
 cos and sin are constants (no gradient).
 
 Derivation: docs/derivations.md, section RoPE.
+PyTorch faces: ``layers.functional.apply_rope`` (and ``build_rope_cache`` with its arguments
+checked), ``layers.modules.CausalSelfAttention(rope=True)``.
 """
-from __future__ import annotations
-
 import numpy as np
 
 from minigrad import from_pair
 
-from .checks import (even_head_dim, float_dtype, integer, positive_int, positive_number,
-                      rope_table, sequence_input)
-
-__all__ = ["build_rope_cache", "apply_rope", "rope_forward", "rope_backward", "rotate_half",
-           "RoPEFunction"]
-
 
 def rotate_half(x):
-    """Interleaved ``rotate_half`` of the chapter's step 8: pair (x0, x1) -> (-x1, x0).
-
-    Args:
-        x (np.ndarray): (..., hs), hs even.
-    Returns:
-        np.ndarray of x's shape and dtype.
-    """
+    """Interleaved ``rotate_half`` of the chapter's step 8: pair (x0, x1) -> (-x1, x0), for x
+    (..., hs) with hs even; x's shape and dtype."""
     pairs = np.stack((-x[..., 1::2], x[..., 0::2]), axis=-1)    # (..., hs/2, 2): (-x1, x0)
     return pairs.reshape(x.shape)
 
@@ -66,15 +55,8 @@ def rope_forward(x, cos, sin):
 
 
 def rope_backward(dout, cache):
-    """``dx = dout * cos - rotate_half(dout * sin)`` (the rotation by -theta).
-
-    Args:
-        dout (np.ndarray): gradient of the output, (..., T, hs).
-        cache: (cos, sin) from ``rope_forward``.
-
-    Returns:
-        dx (np.ndarray): dout's shape and dtype.
-    """
+    """``dx = dout * cos - rotate_half(dout * sin)`` (the rotation by -theta), for dout
+    (..., T, hs) and the cache (cos, sin) of ``rope_forward``; dx has dout's shape and dtype."""
     cos, sin = cache
     return (dout * cos                        # term 1: dout * cos
             - rotate_half(dout * sin))        # term 2: rotate_half^T = -rotate_half
@@ -89,26 +71,11 @@ def build_rope_cache(seq_len, head_dim, base=10000, dtype=np.float32):
     Angle of pair i at position pos: ``pos * base^(-2i/head_dim)`` (RoFormer eq. 15), computed in
     float64 and cast to ``dtype`` at the end, so positions past 1,000 keep their accuracy.
 
-    Args:
-        seq_len (int): number of positions T, >= 1.
-        head_dim (int): hs, even and >= 2.
-        base (float): the frequency base, > 0 (10000 in RoFormer).
-        dtype: floating dtype of the result (float32 default).
-
-    Returns:
-        (cos, sin): two np.ndarrays of shape (1, 1, seq_len, head_dim); column 2i and 2i+1 hold the
-        same angle (each angle repeated for its interleaved pair).
-
-    Raises:
-        ValueError: if head_dim is odd or < 2, seq_len < 1, or base is not finite and > 0.
-        TypeError: if seq_len/head_dim are not integers, base is not a real number, or dtype
-            is not floating.
+    seq_len T >= 1, head_dim hs even and >= 2, base > 0 (10000 in RoFormer), dtype floating: not
+    checked here (``layers.functional.build_rope_cache`` checks them, then calls this).
+    Returns (cos, sin), each (1, 1, seq_len, head_dim) of ``dtype``; columns 2i and 2i+1 hold
+    the same angle (each angle repeated for its interleaved pair).
     """
-    seq_len = positive_int(seq_len, "seq_len", "build_rope_cache")
-    head_dim = integer(head_dim, "head_dim", "build_rope_cache")
-    even_head_dim(head_dim, "build_rope_cache")
-    base = positive_number(base, "base", "build_rope_cache")
-    dtype = float_dtype(dtype, "build_rope_cache")
     half = head_dim // 2
     inv_freq = base ** (-2.0 * np.arange(half, dtype=np.float64) / head_dim)  # (hs/2,)
     pos = np.arange(seq_len, dtype=np.float64)                                      # (T,)
@@ -116,29 +83,3 @@ def build_rope_cache(seq_len, head_dim, base=10000, dtype=np.float32):
     cos = np.repeat(np.cos(angles), 2, axis=-1).astype(dtype)                        # (T, hs)
     sin = np.repeat(np.sin(angles), 2, axis=-1).astype(dtype)                        # (T, hs)
     return cos[None, None], sin[None, None]                                          # (1, 1, T, hs)
-
-
-def apply_rope(x, cos, sin):
-    """Rotate interleaved pairs of ``x`` by their RoPE angles (one node, hand-derived backward).
-
-    Args:
-        x (Tensor | np.ndarray): (B, H, T, hs) (any (..., T, hs)), floating, hs even. A plain
-            array is a constant.
-        cos, sin (np.ndarray | Tensor): the tables of ``build_rope_cache``, typically (1, 1, T, hs).
-            They must broadcast to x's shape without enlarging it (so a cache built for a longer
-            sequence must be sliced to T first: ``cos[:, :, :T]``). They are constants: a Tensor that
-            requires grad is refused. They are cast to x's dtype (float32 x -> float32 compute).
-
-    Returns:
-        Tensor: x's shape and dtype.
-
-    Raises:
-        TypeError: non-floating x, cos or sin.
-        ValueError: hs odd or 0, x with fewer than 2 dims, cos/sin not broadcastable to x, or
-            cos/sin Tensors that require grad.
-    """
-    x, xa = sequence_input(x, "x", "apply_rope")
-    even_head_dim(xa.shape[-1], "apply_rope")
-    cos = rope_table(cos, "cos", xa)
-    sin = rope_table(sin, "sin", xa)
-    return RoPEFunction.apply(x, cos, sin)

@@ -20,16 +20,11 @@ Backward (product rule, with ``sigmoid' = s (1 - s)``)::
     dx = dout * s (1 + x (1 - s))          # = dout * (s + x s (1 - s))
 
 Derivation: docs/derivations.md, section SiLU.
+PyTorch face: ``layers.functional.silu``; SwiGLU reads ``sigmoid_stable`` and ``dsilu``.
 """
-from __future__ import annotations
-
 import numpy as np
 
-from minigrad import Tensor, from_pair
-
-from .checks import float_input
-
-__all__ = ["sigmoid_stable", "silu_forward", "silu_backward", "dsilu", "SiLUFunction", "silu"]
+from minigrad import from_pair
 
 
 def sigmoid_stable(x: np.ndarray) -> np.ndarray:
@@ -65,21 +60,3 @@ def silu_backward(dout: np.ndarray, cache):
 
 
 SiLUFunction = from_pair(silu_forward, silu_backward, "SiLUFunction")
-
-
-def silu(x) -> Tensor:
-    """Sigmoid Linear Unit, ``x * sigmoid(x)`` (``torch.nn.functional.silu``).
-
-    Stable for large |x| in float32 and float64 (no overflow).
-
-    Args:
-        x: Tensor (or array, taken as a constant), float32 or float64, any shape.
-
-    Returns:
-        Tensor of x's shape and dtype; one graph node.
-
-    Raises:
-        TypeError: x of a non-floating dtype.
-    """
-    x, _ = float_input(x, "x", "silu")
-    return SiLUFunction.apply(x)

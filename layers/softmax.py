@@ -24,17 +24,11 @@ Log-softmax (``log_softmax``), from the same shifted row, never as log(softmax):
     dx  = dy - exp(y) * sum(dy)               # term 1: identity; term 2: through the log-sum-exp
 
 Derivation: docs/derivations.md, sections Softmax and Log-softmax.
+PyTorch faces: ``layers.functional.softmax``, ``layers.functional.log_softmax``.
 """
-from __future__ import annotations
-
 import numpy as np
 
 from minigrad import from_pair
-
-from .checks import alias, axis_index, float_input
-
-__all__ = ["softmax", "softmax_forward", "softmax_backward", "SoftmaxFunction", "log_softmax",
-           "log_softmax_forward", "log_softmax_backward", "LogSoftmaxFunction"]
 
 
 def softmax_forward(x, axis=-1):
@@ -73,28 +67,6 @@ def softmax_backward(dy, cache):
 SoftmaxFunction = from_pair(softmax_forward, softmax_backward, "SoftmaxFunction")
 
 
-def softmax(x, axis=-1, *, dim=None):
-    """Softmax of ``x`` along ``axis`` (``torch.nn.functional.softmax(x, dim=axis)``).
-
-    Args:
-        x (Tensor | np.ndarray): floating, at least 1-d; a plain array is a constant.
-        axis (int): the axis to normalise, -ndim <= axis < ndim (default -1: the last; PyTorch
-            has no default).
-        dim (int): PyTorch's name for ``axis``; give one or the other.
-
-    Returns:
-        Tensor of x's shape and dtype.
-
-    Raises:
-        TypeError: non-floating x, a non-integer axis, or both ``axis`` and ``dim`` given.
-        ValueError: a 0-d x, an axis out of range, or an empty axis.
-    """
-    axis = alias(axis, dim, "axis", "dim", -1, "softmax")
-    x, xa = float_input(x, "x", "softmax")
-    axis = axis_index(axis, xa, "softmax")
-    return SoftmaxFunction.apply(x, axis=axis)
-
-
 def log_softmax_forward(x, axis=-1):
     """``log(softmax(x))`` along ``axis``, from the shifted row: ``z - log(sum(exp(z)))``,
     z = x - max(x). Returns (y, cache) with y of x's shape and dtype, cache = (y, axis)."""
@@ -111,16 +83,3 @@ def log_softmax_backward(dy, cache):
 
 
 LogSoftmaxFunction = from_pair(log_softmax_forward, log_softmax_backward, "LogSoftmaxFunction")
-
-
-def log_softmax(x, axis=-1, *, dim=None):
-    """Log of the softmax of ``x`` along ``axis`` (``torch.nn.functional.log_softmax(x,
-    dim=axis)``), computed from the shifted row so that it stays finite where softmax
-    underflows to 0.
-
-    Args, Returns, Raises: as ``softmax``.
-    """
-    axis = alias(axis, dim, "axis", "dim", -1, "log_softmax")
-    x, xa = float_input(x, "x", "log_softmax")
-    axis = axis_index(axis, xa, "log_softmax")
-    return LogSoftmaxFunction.apply(x, axis=axis)

@@ -32,18 +32,13 @@ Backward (product rule on h = g * u, chain rule through silu and the three matmu
     dx      = da Wg + du Wu                 # (N, C): x feeds both branches, the two add
 
 Derivation: docs/derivations.md, section SwiGLU.
+PyTorch faces: ``layers.functional.swiglu``, ``layers.modules.SwiGLU``.
 """
-from __future__ import annotations
-
 import numpy as np
 
-from minigrad import Module, Tensor, from_pair
+from minigrad import from_pair
 
-from .checks import float_input, generator, last_dim, matrix_input, positive_int, shape_is
-from .linear import Linear
 from .silu import dsilu, sigmoid_stable
-
-__all__ = ["swiglu_forward", "swiglu_backward", "SwiGLUFunction", "swiglu", "SwiGLU"]
 
 
 def swiglu_forward(x: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray, w_down: np.ndarray):
@@ -69,15 +64,8 @@ def swiglu_forward(x: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray, w_down: 
 
 
 def swiglu_backward(dout: np.ndarray, cache):
-    """SwiGLU backward in NumPy.
-
-    Args:
-        dout: (..., O) gradient of the loss with respect to ``out``.
-        cache: what ``swiglu_forward`` returned.
-
-    Returns:
-        (dx, dw_gate, dw_up, dw_down) with the shapes of x, w_gate, w_up and w_down.
-    """
+    """Gradients ``(dx, dw_gate, dw_up, dw_down)`` of ``swiglu_forward`` for dout (..., O), in
+    the shapes of x, w_gate, w_up and w_down."""
     x2, a, s, u, g, w_gate, w_up, w_down = cache
     lead = dout.shape[:-1]
     dout2 = dout.reshape(-1, dout.shape[-1])    # (N, O)
@@ -93,74 +81,3 @@ def swiglu_backward(dout: np.ndarray, cache):
 
 
 SwiGLUFunction = from_pair(swiglu_forward, swiglu_backward, "SwiGLUFunction")
-
-
-def swiglu(x, w_gate, w_up, w_down) -> Tensor:
-    """SwiGLU feed-forward: ``(silu(x Wg^T) * (x Wu^T)) Wd^T`` (Shazeer 2020, eq. 6), one node.
-
-    Args:
-        x: Tensor (or array, taken as a constant) of shape (..., C), float32 or float64.
-        w_gate: (H, C) gate projection, PyTorch Linear layout (out, in).
-        w_up: (H, C) up projection.
-        w_down: (O, H) down projection.
-        All weights have x's dtype; a plain array is a constant.
-
-    Returns:
-        Tensor of shape (..., O) and x's dtype, with gradients for x and all three weights.
-
-    Raises:
-        TypeError: a non-floating dtype, or weights of a different dtype than x.
-        ValueError: x with no axis, weights that are not 2-D, or shapes that do not chain
-            (w_gate (H, C) with C = x.shape[-1], w_up of w_gate's shape, w_down (O, H)).
-    """
-    fn = "swiglu"
-    x, xa = float_input(x, "x", fn)
-    C = last_dim(xa, fn, "the feature axis")
-    w_gate, wg = matrix_input(w_gate, "w_gate", fn, "(out, in)", like=xa)
-    w_up, wu = matrix_input(w_up, "w_up", fn, "(out, in)", like=xa)
-    w_down, wd = matrix_input(w_down, "w_down", fn, "(out, in)", like=xa)
-    shape_is(wg, ("H", C), "w_gate", fn, f" for x of shape {xa.shape}")
-    shape_is(wu, wg.shape, "w_up", fn, " (w_gate's shape)")
-    shape_is(wd, ("O", wg.shape[0]), "w_down", fn, f" (H = {wg.shape[0]} from w_gate)")
-    return SwiGLUFunction.apply(x, w_gate, w_up, w_down)
-
-
-class SwiGLU(Module):
-    """``swiglu`` as a Module with three bias-free ``Linear`` projections (the chapter's
-    ``SwiGLU``): ``down_proj(silu(gate_proj(x)) * up_proj(x))``, one fused node.
-
-    Hidden width H = int(d * hidden_mult); 8/3 keeps the parameter count near a 4d GELU MLP's.
-
-    Args:
-        d (int): model width C.
-        hidden_mult (float): H / C, default 8/3.
-        rng (np.random.Generator | None), dtype: as ``Linear``.
-        backward: keyword-only; None for ``swiglu_backward``, or a function of the same
-            signature ``(dout, cache) -> (dx, dw_gate, dw_up, dw_down)`` to use in its place.
-
-    Parameters: ``gate_proj.weight`` (H, C), ``up_proj.weight`` (H, C), ``down_proj.weight``
-    (C, H); each U(+-1/sqrt(fan_in)), drawn in that order.
-    Shapes: x (..., C) -> (..., C).
-
-    Raises:
-        ValueError: if int(d * hidden_mult) < 1.
-    """
-
-    def __init__(self, d: int, hidden_mult: float = 8.0 / 3.0, rng=None,
-                 dtype=np.float32, *, backward=None) -> None:
-        super().__init__()
-        d = positive_int(d, "d", "SwiGLU")
-        hidden = int(d * hidden_mult)
-        if hidden < 1:
-            raise ValueError(f"SwiGLU hidden width int({d} * {hidden_mult}) must be >= 1")
-        rng = generator(rng)
-        self.hidden = hidden
-        self.gate_proj = Linear(d, hidden, bias=False, rng=rng, dtype=dtype)
-        self.up_proj = Linear(d, hidden, bias=False, rng=rng, dtype=dtype)
-        self.down_proj = Linear(hidden, d, bias=False, rng=rng, dtype=dtype)
-        self.function = (SwiGLUFunction if backward is None
-                         else from_pair(swiglu_forward, backward))
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.function.apply(x, self.gate_proj.weight, self.up_proj.weight,
-                                   self.down_proj.weight)

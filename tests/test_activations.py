@@ -8,9 +8,10 @@ import pytest
 
 import minigrad
 from minigrad import Function, Tensor, gradcheck
-from layers.gelu import GELUFunction, gelu, gelu_backward, gelu_forward
-from layers.relu2 import relu2, relu2_backward, relu2_forward
-from layers.silu import silu, silu_backward, silu_forward
+from layers.functional import gelu, relu2, silu
+from layers.gelu import GELUFunction, gelu_backward, gelu_forward
+from layers.relu2 import relu2_backward, relu2_forward
+from layers.silu import silu_backward, silu_forward
 
 from composite_norms import gelu_ref, grads_of, relu2_ref, silu_ref
 

@@ -5,7 +5,7 @@ import pytest
 
 import minigrad
 from minigrad import Tensor
-from layers.attention import scaled_dot_product_attention as sdpa
+from layers.functional import scaled_dot_product_attention as sdpa
 from composite_core import attention_composite
 
 RNG = np.random.default_rng(2024)

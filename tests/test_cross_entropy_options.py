@@ -10,7 +10,7 @@ import pytest
 
 import minigrad
 from minigrad import Tensor
-from layers.cross_entropy import cross_entropy
+from layers.functional import cross_entropy
 
 RNG = np.random.default_rng(0)
 N, V = 7, 5

@@ -9,7 +9,8 @@ import pytest
 
 from minigrad import Tensor, gradcheck
 from layers._erf import erf, erfc
-from layers.gelu import gelu, gelu_erf_backward, gelu_erf_forward
+from layers.functional import gelu
+from layers.gelu import gelu_erf_backward, gelu_erf_forward
 
 # Dense grid: 300,001 points of [0, 30] (the stated bound of layers/_erf.py); the sign-flipped
 # grid checks the symmetry paths.

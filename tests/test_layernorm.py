@@ -4,7 +4,8 @@ import pytest
 
 import minigrad
 from minigrad import Function, Tensor, gradcheck
-from layers.layernorm import LayerNormFunction, layer_norm, layernorm_backward, layernorm_forward
+from layers.functional import layer_norm
+from layers.layernorm import LayerNormFunction, layernorm_backward, layernorm_forward
 
 from composite_norms import grads_of, layer_norm_ref
 

@@ -6,8 +6,7 @@ import pytest
 
 import minigrad
 from minigrad import Tensor
-from layers.embedding import embedding
-from layers.linear import linear
+from layers.functional import embedding, linear
 from composite_core import embedding_composite, linear_composite
 
 RNG = np.random.default_rng(31)

@@ -6,7 +6,7 @@ import pytest
 
 import minigrad
 from minigrad import Tensor
-from layers.attention import multi_head_attention, scaled_dot_product_attention
+from layers.functional import multi_head_attention, scaled_dot_product_attention
 
 RNG = np.random.default_rng(77)
 

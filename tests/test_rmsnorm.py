@@ -4,7 +4,8 @@ import pytest
 
 import minigrad
 from minigrad import Function, Tensor, gradcheck
-from layers.rmsnorm import RMSNormFunction, rms_norm, rmsnorm_backward, rmsnorm_forward
+from layers.functional import rms_norm
+from layers.rmsnorm import RMSNormFunction, rmsnorm_backward, rmsnorm_forward
 
 from composite_norms import grads_of, rms_norm_ref
 

@@ -5,7 +5,8 @@ import pytest
 
 import minigrad
 from minigrad import Function, Tensor
-from layers.rope import apply_rope, build_rope_cache, rope_backward, rope_forward
+from layers.functional import apply_rope, build_rope_cache
+from layers.rope import rope_backward, rope_forward
 from composite_core import rope_composite
 
 RNG = np.random.default_rng(1234)

@@ -5,7 +5,8 @@ import pytest
 
 import minigrad
 from minigrad import Function, Tensor
-from layers.softmax import softmax, softmax_forward
+from layers.functional import softmax
+from layers.softmax import softmax_forward
 from composite_core import softmax_composite
 
 RNG = np.random.default_rng(99)

@@ -4,7 +4,8 @@ import pytest
 
 import minigrad
 from minigrad import Function, Tensor, gradcheck
-from layers.swiglu import SwiGLUFunction, swiglu, swiglu_backward, swiglu_forward
+from layers.functional import swiglu
+from layers.swiglu import SwiGLUFunction, swiglu_backward, swiglu_forward
 
 from composite_norms import grads_of, swiglu_ref
 
