@@ -30,7 +30,7 @@ import gpt.train
 from gpt import GPT
 from gpt.checkpoint import save_checkpoint
 
-from experiments import cli, figures, learner, options, report
+from experiments import cli, figures, options, report
 
 TINY_STEPS, FULL_STEPS, MAX_STEPS, MAX_SEEDS = 200, 2000, 1_000_000, 1000
 EVAL_TOKENS = 16384  # cap on the positions a final loss covers (the built-in corpus: all)
@@ -105,7 +105,7 @@ def parse_args(study, argv):
     p.add_argument("--save-checkpoints", action="store_true",
                    help="write each trained model as <variant>[_seed<S>].npz")
     p.add_argument("--backward", type=cli.path_arg, metavar="DIR", help="train with your own "
-                   "backward passes, the files of python -m experiments.exercise in DIR")
+                   "backward passes, the files of python -m experiments.exercises in DIR")
     options.add_model_options(p, varied={k for v in study.variants for k in v.config})
     p.set_defaults(steps=TINY_STEPS)
     args = options.parse(p, argv)
@@ -137,9 +137,11 @@ def train_one(run):
     step), final and per-step losses, gradient norms, the val curve, seconds, the probe's
     result, the learner's backward passes it called and, with checkpoints, the weights."""
     args, data = run.args, run.data
-    called = set()
-    model = GPT(run.config, seed=run.seed, init=args.init,
-                backward=learner.backward_passes(args.backward, called))
+    called, backward = set(), None
+    if args.backward:   # the learner's files, imported in the process that trains
+        from experiments.exercises.learner import backward_passes
+        backward = backward_passes(args.backward, called)
+    model = GPT(run.config, seed=run.seed, init=args.init, backward=backward)
     if run.variant.modify:
         run.variant.modify(model)
     rng = np.random.default_rng(run.seed)  # the batches: same seed, same stream for every variant
@@ -217,7 +219,9 @@ def run(study, argv):
     seeds = list(range(args.seed, args.seed + args.seeds))
     if args.backward and args.scheduler:
         raise cli.UsageError("--backward trains on this machine only: leave out --scheduler")
-    args.backward = learner.check_folder(args.backward) if args.backward else None
+    if args.backward:   # the exercises' modules are imported for --backward only
+        from experiments.exercises.learner import check_folder
+        args.backward = check_folder(args.backward)
     runs = [Run(v, configs[v.name], s, args.steps, args, data,
                 f"{v.name}{f' s{s}' if len(seeds) > 1 else ''}".ljust(12), study.probe)
             for v in study.variants for s in seeds]

@@ -1,4 +1,4 @@
-"""Tests of ``python -m experiments.break_backward``: every right backward passes the gradient
+"""Tests of ``python -m experiments.exercises.break_backward``: every right backward passes the gradient
 check, every one built with a term left out or flipped is caught at the input whose gradient it
 breaks, and the command says so."""
 import json
@@ -6,9 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from experiments import break_backward as bb
 from experiments import cli
-from experiments.exercises import EXERCISES, make_cases
+from experiments.exercises import break_backward as bb
+from experiments.exercises.catalogue import EXERCISES, make_cases
 
 
 @pytest.fixture(scope="module")

@@ -1,9 +1,9 @@
 """Break a backward pass on purpose, and watch the gradient check catch it.
 
-    python -m experiments.break_backward --seed 3 --json break.json
+    python -m experiments.exercises.break_backward --seed 3 --json break.json
 
 Each layer's forward is paired with its own backward, and with backward passes built from the
-named terms of ``experiments/terms.py`` with ONE term left out or its sign flipped (``BREAKS``:
+named terms of ``terms.py`` with ONE term left out or its sign flipped (``BREAKS``:
 LayerNorm without its mean or its variance term, RoPE rotating the wrong way, an embedding that
 keeps one gradient of a repeated row, ...), the other terms and gradients right. Each is
 ``minigrad.gradcheck_report``-ed in float64 with its settings (slow mode: full Jacobians by
@@ -21,10 +21,10 @@ import numpy as np
 from minigrad import Tensor, from_pair, gradcheck_report
 
 from experiments import cli
-from experiments.terms import terms_of
-from experiments.exercises import EXERCISES, as_tuple, make_cases
+from experiments.exercises.catalogue import EXERCISES, as_tuple, make_cases
+from experiments.exercises.terms import terms_of
 
-PROG = "python -m experiments.break_backward"
+PROG = "python -m experiments.exercises.break_backward"
 BREAKS = (   # (exercise, gradient, term (from 1), factor): 0 leaves it out, -1 flips its sign
     ("layernorm", "dx", 2, 0), ("layernorm", "dx", 3, 0), ("rmsnorm", "dx", 2, 0),
     ("gelu", "dx", 3, 0), ("silu", "dx", 2, 0), ("relu2", "dx", 1, -1), ("swiglu", "dx", 1, 0),

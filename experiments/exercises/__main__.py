@@ -1,13 +1,13 @@
 """Write a backward pass yourself, and be told which gradient is wrong and what the mistake is.
 
-    python -m experiments.exercise                      # the exercises, one line each
-    python -m experiments.exercise start layernorm      # writes exercises/layernorm.py
-    python -m experiments.exercise check layernorm      # checks its layernorm_backward
+    python -m experiments.exercises                     # the exercises, one line each
+    python -m experiments.exercises start layernorm     # writes exercises/layernorm.py
+    python -m experiments.exercises check layernorm     # checks its layernorm_backward
     python -m experiments.four_variants --tiny --backward exercises   # trains with yours
 
-``start NAME [--dir DIR]`` writes ``DIR/NAME.py`` (``experiments/stubs.py``), never over a
+``start NAME [--dir DIR]`` writes ``DIR/NAME.py`` (``stubs.py``), never over a
 file that exists; ``check NAME [--file PATH]`` checks its ``NAME_backward``
-(``experiments/check.py``; from Python: ``experiments.learner.check``). Exit status: 0 right
+(``grading.py``; from Python: ``experiments.exercises.learner.check``). Exit status: 0 right
 (and ``start``, the list); 1 a wrong answer (wrong values, shape or dtype, not implemented yet,
 a case that does not return, the learner's code raised: its traceback is shown); 2 bad input
 (an unknown exercise, a missing file or function, a file ``start`` would overwrite), one line.
@@ -15,8 +15,9 @@ a case that does not return, the learner's code raised: its traceback is shown);
 import os
 from pathlib import Path
 
-from experiments import cli, learner, stubs
-from experiments.exercises import EXERCISES
+from experiments import cli
+from experiments.exercises import learner, stubs
+from experiments.exercises.catalogue import EXERCISES
 
 PROG = learner.COMMAND
 DEFAULT_DIR = Path("exercises")
@@ -37,7 +38,7 @@ def list_exercises():
     for ex in EXERCISES.values():
         print(f"{ex.name:<{width}}{ex.summary:<62}#{ex.section}")
     print(f"\nStart one: {PROG} start layernorm    (writes exercises/layernorm.py)\n"
-          f"Check it:  {PROG} check layernorm    (from Python: experiments.learner.check)\n"
+          f"Check it:  {PROG} check layernorm    (from Python: experiments.exercises.learner.check)\n"
           f"Train with yours: python -m experiments.four_variants --tiny --backward exercises")
     return 0
 
