@@ -10,6 +10,8 @@
 Prints the losses, each variant's paired difference from ``gelu`` and the parameter
 differences. Options and outputs: ``experiments.runner``.
 """
+import sys
+
 from experiments import cli, runner
 
 STUDY = runner.Study(
@@ -21,4 +23,5 @@ STUDY = runner.Study(
     columns=(("mlp", 8),))
 
 if __name__ == "__main__":
-    cli.main(STUDY.prog, lambda argv: runner.run(STUDY, argv))
+    with cli.errors(STUDY.prog):
+        sys.exit(runner.run(STUDY, sys.argv[1:]))

@@ -5,6 +5,8 @@ the residual stream entering every block's attention and MLP, on a fixed probe b
 ``--batch-size`` validation windows). Writes what every study writes, ``hidden_stats.csv`` and
 ``hidden_stats.png``:  python -m experiments.hidden_stats --steps 500 --seeds 3 --jobs 2
 """
+import sys
+
 import numpy as np
 
 from gpt.capture import STAT_NAMES, ResidualStats
@@ -80,4 +82,5 @@ STUDY = runner.Study(
     columns=(("variant", 8),), closing=closing, probe=probe, files=files)
 
 if __name__ == "__main__":
-    cli.main(STUDY.prog, lambda argv: runner.run(STUDY, argv))
+    with cli.errors(STUDY.prog):
+        sys.exit(runner.run(STUDY, sys.argv[1:]))

@@ -10,6 +10,8 @@ Prints the losses, the paired difference of ``rope`` from ``learned`` and the pa
 difference (the block_size x d_model table RoPE does without). Options and outputs:
 ``experiments.runner``.
 """
+import sys
+
 from experiments import cli, runner
 
 STUDY = runner.Study(
@@ -21,4 +23,5 @@ STUDY = runner.Study(
     columns=(("pos", 8),))
 
 if __name__ == "__main__":
-    cli.main(STUDY.prog, lambda argv: runner.run(STUDY, argv))
+    with cli.errors(STUDY.prog):
+        sys.exit(runner.run(STUDY, sys.argv[1:]))

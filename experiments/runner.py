@@ -8,7 +8,7 @@ the same seeds (its initialisation and its batches), so the variants pair seed b
 
 With ``--jobs 1`` (the default) the runs train in this process, one after another: a ``print``
 or a ``breakpoint()`` in any backward works as in any Python program. ``--jobs N`` trains N at
-a time in worker processes, ``--scheduler ADDRESS`` on a Dask cluster (``cli.run_all``); the
+a time in worker processes, ``--scheduler ADDRESS`` on a Dask cluster (``cli.in_workers``); the
 numbers are the same.
 
 Writes into ``--output-dir``: ``run_log.txt``, ``curves.csv``, the figures (with matplotlib),
@@ -236,8 +236,9 @@ def run(study, argv):
                  f"{len(data.train)}/{len(data.val)} tokens, {where}, init {args.init}, "
                  f"run {run_id}")
     cli.blas_threads(args.threads)
-    entries = []
-    for e in cli.run_all(train_one, runs, min(args.jobs, len(runs)), client, args.threads):
+    jobs, entries = min(args.jobs, len(runs)), []
+    for e in (cli.in_workers(train_one, runs, jobs, args.threads, client) if client or jobs > 1
+              else map(train_one, runs)):   # one job trains here: a breakpoint() stops here
         entries.append(e)   # its line: the variant's labels, params, the losses
         v = next(v for v in study.variants if v.name == e["name"])
         result = (f"diverged: {e['message']}" if e["status"] != "ok" else

@@ -26,6 +26,7 @@ infinite (the files are written up to there); 2 bad input; 130 Ctrl-C.
 """
 import json
 import math
+import sys
 import time
 
 import numpy as np
@@ -223,4 +224,5 @@ def curves_csv(history):
 
 
 if __name__ == "__main__":
-    cli.main(PROG, run)
+    with cli.errors(PROG):
+        sys.exit(run(sys.argv[1:]))

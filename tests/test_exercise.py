@@ -40,8 +40,8 @@ def mean(a):
 
 def main(argv):
     """``python -m experiments.exercises`` in this process: its exit status."""
-    with pytest.raises(SystemExit) as ei:
-        cli.main(PROG, command.run, argv)
+    with pytest.raises(SystemExit) as ei, cli.errors(PROG):
+        sys.exit(command.run(argv))
     return ei.value.code
 
 
@@ -715,9 +715,8 @@ TINY = ["--steps", "3", "--n-layers", "1", "--d-model", "16", "--n-heads", "2",
 
 
 def _train(capsys, out, *argv):
-    with pytest.raises(SystemExit) as ei:
-        cli.main(four_variants.STUDY.prog, lambda a: runner.run(four_variants.STUDY, a),
-                 [*argv, "--output-dir", str(out)])
+    with pytest.raises(SystemExit) as ei, cli.errors(four_variants.STUDY.prog):
+        sys.exit(runner.run(four_variants.STUDY, [*argv, "--output-dir", str(out)]))
     captured = capsys.readouterr()
     return ei.value.code, captured.out, captured.err
 

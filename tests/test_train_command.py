@@ -1,6 +1,7 @@
 """Tests of ``python -m experiments.train``: presets, --resume against an uninterrupted run,
 the outputs, and bad input (one line, exit 2). The runs are tiny (a few steps)."""
 import csv
+import sys
 
 import numpy as np
 import pytest
@@ -18,8 +19,8 @@ SCHEDULE = ["--warmup-iters", "2", "--lr-decay-iters", "10", "--min-lr", "1e-4",
 
 
 def main(args):
-    with pytest.raises(SystemExit) as ei:
-        cli.main(train.PROG, train.run, args)
+    with pytest.raises(SystemExit) as ei, cli.errors(train.PROG):
+        sys.exit(train.run(args))
     return ei.value.code
 
 

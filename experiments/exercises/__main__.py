@@ -13,6 +13,7 @@ a case that does not return, the learner's code raised: its traceback is shown);
 (an unknown exercise, a missing file or function, a file ``start`` would overwrite), one line.
 """
 import os
+import sys
 from pathlib import Path
 
 from experiments import cli
@@ -91,4 +92,5 @@ def run(argv):
 
 
 if __name__ == "__main__":
-    cli.main(PROG, run)
+    with cli.errors(PROG):
+        sys.exit(run(sys.argv[1:]))

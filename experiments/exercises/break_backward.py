@@ -15,6 +15,7 @@ else 1.
 """
 import json
 import math
+import sys
 
 import numpy as np
 
@@ -114,4 +115,5 @@ def run(argv):
 
 
 if __name__ == "__main__":
-    cli.main(PROG, run)
+    with cli.errors(PROG):
+        sys.exit(run(sys.argv[1:]))
