@@ -156,7 +156,7 @@ def test_a_run_removes_nothing_it_did_not_write(tmp_path):
 # ---------------------------------------------------------------- --help
 
 
-@pytest.mark.parametrize("module", STUDIES + ["experiments.train"])
+@pytest.mark.parametrize("module", STUDIES + ["experiments.train_gpt"])
 def test_every_option_of_a_training_command_has_help_and_a_default(module, tmp_path):
     r = _run([module, "--help"], tmp_path)
     assert r.returncode == 0 and r.stderr == "" and r.stdout.startswith(f"usage: python -m {module}")
