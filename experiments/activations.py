@@ -10,9 +10,7 @@
 Prints the losses, each variant's paired difference from ``gelu`` and the parameter
 differences. Options and outputs: ``experiments.runner``.
 """
-import sys
-
-from experiments import cli, runner
+from experiments import runner
 
 STUDY = runner.Study(
     name="activations",
@@ -23,5 +21,4 @@ STUDY = runner.Study(
     columns=(("mlp", 8),))
 
 if __name__ == "__main__":
-    with cli.errors(STUDY.prog):
-        sys.exit(runner.run(STUDY, sys.argv[1:]))
+    runner.main(STUDY)

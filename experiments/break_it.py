@@ -14,14 +14,12 @@ Prints the table, the differences from ``ln``, the gradient-norm history (every 
 curves.csv and grad_norms.png) and the divergences: a run whose loss or gradient norm becomes
 NaN or infinite stops there, the others go on (exit status 1). Options: ``experiments.runner``.
 """
-import sys
-
 import numpy as np
 
 import minigrad
 from layers.modules import LayerNorm
 
-from experiments import cli, runner
+from experiments import runner
 from experiments.report import fmt_diff
 
 
@@ -69,5 +67,4 @@ STUDY = runner.Study(
     columns=(("variant", 10),), closing=closing)
 
 if __name__ == "__main__":
-    with cli.errors(STUDY.prog):
-        sys.exit(runner.run(STUDY, sys.argv[1:]))
+    runner.main(STUDY)

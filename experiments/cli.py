@@ -33,7 +33,7 @@ CONNECT_TIMEOUT = 10   # seconds to reach a Dask scheduler (Dask's default: 30)
 
 
 class UsageError(Exception):
-    """Bad input, named in one line; ``main`` prints it and exits with status 2."""
+    """Bad input, named in one line; ``errors`` prints it and exits with status 2."""
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -51,8 +51,7 @@ class ArgumentParser(argparse.ArgumentParser):
     and whose ``--help`` shows each option's default."""
 
     def __init__(self, *args, **kwargs):
-        super().__init__(*args, formatter_class=HelpFormatter,
-                         allow_abbrev=False, **kwargs)
+        super().__init__(*args, formatter_class=HelpFormatter, allow_abbrev=False, **kwargs)
 
     def error(self, message):
         raise UsageError(message)
@@ -216,8 +215,7 @@ def connect(address):
 
 @contextlib.contextmanager
 def errors(prog):
-    """The errors of the command ``prog``, around its run (``with cli.errors(PROG):
-    sys.exit(run(sys.argv[1:]))``), each an exit: bad input (``UsageError``) is one line on
+    """Around a command's run, its errors as exits: bad input (``UsageError``) is one line on
     stderr and status 2; an ``OSError`` (an output that cannot be written) one line naming the
     file, status 1; a ``MemoryError`` (a model too large for the machine) one line, status 2;
     Ctrl-C one line, status 130. A closed stdout (``| head``) ends the command quietly with

@@ -9,9 +9,7 @@ what this run measured. Options and outputs: ``experiments.runner``.
     python -m experiments.four_variants --tiny --seeds 10 --jobs 2 # paired intervals
     python -m experiments.four_variants --preset shakespeare-cpu   # nanoGPT's CPU run, 4 ways
 """
-import sys
-
-from experiments import cli, flops, runner
+from experiments import flops, runner
 from experiments.report import fmt_diff
 
 LESSONS = {"rms": "RMSNorm: same regularization effect as LayerNorm, ~half the FLOPs.",
@@ -77,5 +75,4 @@ STUDY = runner.Study(
     columns=(("norm", 6), ("mlp", 10)), closing=closing, quiet_with_one_seed=True)
 
 if __name__ == "__main__":
-    with cli.errors(STUDY.prog):
-        sys.exit(runner.run(STUDY, sys.argv[1:]))
+    runner.main(STUDY)

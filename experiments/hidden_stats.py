@@ -5,14 +5,12 @@ the residual stream entering every block's attention and MLP, on a fixed probe b
 ``--batch-size`` validation windows). Writes what every study writes, ``hidden_stats.csv`` and
 ``hidden_stats.png``:  python -m experiments.hidden_stats --steps 500 --seeds 3 --jobs 2
 """
-import sys
-
 import numpy as np
 
 from gpt.capture import STAT_NAMES, ResidualStats
 from gpt.data import eval_windows
 
-from experiments import cli, figures, runner
+from experiments import figures, runner
 
 
 def probe(run):
@@ -82,5 +80,4 @@ STUDY = runner.Study(
     columns=(("variant", 8),), closing=closing, probe=probe, files=files)
 
 if __name__ == "__main__":
-    with cli.errors(STUDY.prog):
-        sys.exit(runner.run(STUDY, sys.argv[1:]))
+    runner.main(STUDY)

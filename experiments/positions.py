@@ -10,9 +10,7 @@ Prints the losses, the paired difference of ``rope`` from ``learned`` and the pa
 difference (the block_size x d_model table RoPE does without). Options and outputs:
 ``experiments.runner``.
 """
-import sys
-
-from experiments import cli, runner
+from experiments import runner
 
 STUDY = runner.Study(
     name="positions",
@@ -23,5 +21,4 @@ STUDY = runner.Study(
     columns=(("pos", 8),))
 
 if __name__ == "__main__":
-    with cli.errors(STUDY.prog):
-        sys.exit(runner.run(STUDY, sys.argv[1:]))
+    runner.main(STUDY)

@@ -1,10 +1,10 @@
 """The runner of every study: seeds x variants, trained here or on workers, then the report.
 
 A study (``four_variants``, ``break_it``, ``activations``, ``positions``, ``hidden_stats``)
-names its variants and calls ``run(study, argv)``, which reads top to bottom as nanoGPT's
-``train.py``: the options, the data, one ``GPTConfig`` a variant, the runs (``train_one``: the
-chapter's loop, ``gpt.train.train``), then the report and the files. Every variant trains from
-the same seeds (its initialisation and its batches), so the variants pair seed by seed.
+names its variants and calls ``main(study)``. ``run(study, argv)`` reads top to bottom as
+nanoGPT's ``train.py``: the options, the data, one ``GPTConfig`` a variant, the runs
+(``train_one``: the chapter's loop, ``gpt.train.train``), the report and the files. The
+variants train from the same seeds (initialisation and batches): they pair seed by seed.
 
 With ``--jobs 1`` (the default) the runs train in this process, one after another: a ``print``
 or a ``breakpoint()`` in any backward works as in any Python program. ``--jobs N`` trains N at
@@ -20,6 +20,7 @@ Exit status: 0; 1 a run diverged (it stops there, the others go on, everything i
 import datetime
 import math
 import secrets
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional, Tuple
@@ -63,10 +64,7 @@ class Study:
     probe: Optional[Callable] = None
     files: Optional[Callable] = None
     quiet_with_one_seed: bool = False   # one seed: print the table alone (the chapter's)
-
-    @property
-    def prog(self):
-        return f"python -m experiments.{self.name}"
+    prog = property(lambda self: f"python -m experiments.{self.name}")   # the command
 
 
 def parse_args(study, argv):
@@ -273,3 +271,9 @@ def run(study, argv):
     if diverged:
         cli.progress(f"{study.prog}: {len(diverged)} run(s) diverged: {', '.join(diverged)}")
     return 1 if diverged else 0
+
+
+def main(study):
+    """``python -m experiments.<study>``: ``run`` on the command line, under ``cli.errors``."""
+    with cli.errors(study.prog):
+        sys.exit(run(study, sys.argv[1:]))

@@ -24,11 +24,6 @@ PROG = learner.COMMAND
 DEFAULT_DIR = Path("exercises")
 
 
-def _check_command(ex, path):
-    default = Path(path) == DEFAULT_DIR / f"{ex.name}.py"
-    return f"{PROG} check {ex.name}" + ("" if default else f" --file {path}")
-
-
 def list_exercises():
     """``list``: each exercise, what the learner derives and its section of docs/derivations.md,
     then how to start, check and train with one."""
@@ -51,21 +46,19 @@ def start(ex, folder):
         cli.UsageError: the file exists (it is never overwritten).
     """
     path = folder / f"{ex.name}.py"
+    check = f"{PROG} check {ex.name}" + ("" if folder == DEFAULT_DIR else f" --file {path}")
     if os.path.lexists(path):
-        raise cli.UsageError(f"{path} exists: check it with {_check_command(ex, path)}, or move "
-                             f"it away to start again")
-    cli.write_outputs(cli.output_dir(folder), {path.name: stubs.template(ex, _check_command(ex, path), folder)})
-    print(f"Wrote {path}: write {ex.function} in it, then\n    {_check_command(ex, path)}")
+        raise cli.UsageError(f"{path} exists: check it with {check}, or move it away to start "
+                             "again")
+    cli.write_outputs(cli.output_dir(folder), {path.name: stubs.template(ex, check, folder)})
+    print(f"Wrote {path}: write {ex.function} in it, then\n    {check}")
     return 0
 
 
 def run(argv):
     """The command (``list``, ``start``, ``check``; no command lists); returns the status.
-
-    Raises:
-        cli.UsageError: an unknown command or exercise, a missing file or function, a file
-            ``start`` would overwrite.
-    """
+    Raises ``cli.UsageError``: an unknown command or exercise, a missing file or function, a
+    file ``start`` would overwrite."""
     p = cli.ArgumentParser(prog=PROG, description="Write a backward pass of a layer yourself "
                            "and check it: which gradient is wrong, and what the mistake is.")
     sub = p.add_subparsers(dest="command", metavar="{list,start,check}")

@@ -3,15 +3,14 @@
     python -m experiments.exercises.break_backward --seed 3 --json break.json
 
 Each layer's forward is paired with its own backward, and with backward passes built from the
-named terms of ``terms.py`` with ONE term left out or its sign flipped (``BREAKS``:
-LayerNorm without its mean or its variance term, RoPE rotating the wrong way, an embedding that
-keeps one gradient of a repeated row, ...), the other terms and gradients right. Each is
+named terms of ``terms.py`` with ONE term left out or its sign flipped (``BREAKS``: LayerNorm
+without its mean or its variance term, RoPE rotating the wrong way, an embedding that keeps one
+gradient of a repeated row, ...), the other terms and gradients right. Each is
 ``minigrad.gradcheck_report``-ed in float64 with its settings (slow mode: full Jacobians by
 central differences, then a random upstream gradient) on the exercise's first case (random
 non-unit weights; the inputs from ``--seed``). A row: layer, variant, verdict, largest absolute
-and relative error, where the worst entry is. PASS: a right backward passes; CAUGHT: a wrong
-one fails; MISSED, WRONGLY FAILED otherwise. Exit status 0 when every row is PASS or CAUGHT,
-else 1.
+and relative error, where the worst entry is. PASS: a right backward passes; CAUGHT: a wrong one
+fails; MISSED, WRONGLY FAILED otherwise. Exit status 0 when every row is PASS or CAUGHT, else 1.
 """
 import json
 import math

@@ -4,8 +4,6 @@ one feature, the rows where eps matters, |x| up to where exp overflows; random w
 ones), the case's sizes a term may be multiplied by (``sizes(*args, **kwargs)``: "C features":
 6) and its derivation (``terms.py``).
 """
-from __future__ import annotations
-
 import importlib
 import inspect
 from dataclasses import dataclass, field

@@ -4,8 +4,6 @@ judged gradient by gradient (``mistakes.py``). Each case may take ``TIME_LIMIT``
 seconds; the backward gets copies of its arguments and its prints go to stderr, so that stdout
 carries the verdict alone. ``learner.check`` calls it from Python.
 """
-from __future__ import annotations
-
 import contextlib
 import copy
 import functools

@@ -7,8 +7,6 @@ From Python (a notebook)::
     verdict = check("layernorm", my_layernorm_backward)   # prints what the command prints
     verdict.status, verdict.gradients                      # "right", {"dx": "right", ...}
 """
-from __future__ import annotations
-
 import sys
 import types
 from dataclasses import dataclass
@@ -37,7 +35,7 @@ def load(ex, path):
            "not a .py file" if path.suffix != ".py" else "")
     if why:
         raise cli.UsageError(f"{path}: {why} ({COMMAND} start {ex.name} writes {ex.name}.py)")
-    try:     # an OSError is bad input too: cli.main says so in one line
+    try:     # an OSError is bad input too: cli.errors says so in one line
         source = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as e:
         raise cli.UsageError(f"cannot read {path} as Python source: {e}") from None
@@ -133,8 +131,8 @@ def check_folder(folder):
 def backward_passes(swaps, called):
     """``{name: fn}`` for ``GPT(backward=...)``: the learner's backward of each implemented
     swap, the layer's own for every other name of ``gpt.model.BACKWARDS``, each adding its name
-    to the set ``called`` when the model calls it. Runs in the training
-    process: the files are imported by their paths."""
+    to the set ``called`` when the model calls it. Runs in the training process: the files are
+    imported by their paths."""
     mine = {s.name: load(EXERCISES[s.name], s.path) for s in swaps
             if s.status != "not implemented"}
 

@@ -3,8 +3,6 @@
 (``PROMPTS``) says what its cache holds, what it returns, and leads through the derivation
 without giving it; its body raises ``NotImplementedError``.
 """
-from __future__ import annotations
-
 import inspect
 import re
 
