@@ -10,7 +10,7 @@
 Prints the losses, each variant's paired difference from ``gelu`` and the parameter
 differences. Options and outputs: ``experiments.runner``.
 """
-from experiments import cli, runner
+from experiments import runner
 
 STUDY = runner.Study(
     name="activations",
@@ -21,4 +21,4 @@ STUDY = runner.Study(
     columns=(("mlp", 8),))
 
 if __name__ == "__main__":
-    cli.main(STUDY.prog, lambda argv: runner.run(STUDY, argv))
+    runner.main(STUDY)

@@ -296,4 +296,5 @@ def run(argv):
 
 
 if __name__ == "__main__":
-    cli.main(PROG, run)
+    with cli.errors(PROG):
+        sys.exit(run(sys.argv[1:]))

@@ -19,7 +19,7 @@ import numpy as np
 import minigrad
 from layers.modules import LayerNorm
 
-from experiments import cli, runner
+from experiments import runner
 from experiments.report import fmt_diff
 
 
@@ -67,4 +67,4 @@ STUDY = runner.Study(
     columns=(("variant", 10),), closing=closing)
 
 if __name__ == "__main__":
-    cli.main(STUDY.prog, lambda argv: runner.run(STUDY, argv))
+    runner.main(STUDY)

@@ -10,7 +10,8 @@ A command module reads::
         return 0
 
     if __name__ == "__main__":
-        cli.main(PROG, run)
+        with cli.errors(PROG):
+            sys.exit(run(sys.argv[1:]))
 
 Exit statuses: 0 done; 1 a run diverged, or an output file could not be written; 2 bad input
 (one line on stderr); 130 Ctrl-C (one line). Standard library only.
@@ -32,7 +33,7 @@ CONNECT_TIMEOUT = 10   # seconds to reach a Dask scheduler (Dask's default: 30)
 
 
 class UsageError(Exception):
-    """Bad input, named in one line; ``main`` prints it and exits with status 2."""
+    """Bad input, named in one line; ``errors`` prints it and exits with status 2."""
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -50,8 +51,7 @@ class ArgumentParser(argparse.ArgumentParser):
     and whose ``--help`` shows each option's default."""
 
     def __init__(self, *args, **kwargs):
-        super().__init__(*args, formatter_class=HelpFormatter,
-                         allow_abbrev=False, **kwargs)
+        super().__init__(*args, formatter_class=HelpFormatter, allow_abbrev=False, **kwargs)
 
     def error(self, message):
         raise UsageError(message)
@@ -169,17 +169,13 @@ def _start_worker(threads):
     blas_threads(threads)
 
 
-def run_all(fn, items, jobs=1, client=None, threads=1):
-    """Yield ``fn(item)`` for each of ``items``, in order: here, one after another (``jobs`` 1:
-    a ``breakpoint()`` in ``fn`` stops here), in ``jobs`` spawned worker processes of a
-    ``concurrent.futures.ProcessPoolExecutor`` (``threads`` BLAS threads each), or on the
-    workers of a Dask cluster (``client``, from ``connect``; closed at the end). Items are
-    submitted as results come back, twice as many as the workers at most, so a Ctrl-C is heard
-    at once at any sweep size; it cancels what is queued and stops the workers. Raises what
-    ``fn`` raises."""
-    if client is None and jobs == 1:
-        yield from map(fn, items)
-        return
+def in_workers(fn, items, jobs, threads=1, client=None):
+    """Yield ``fn(item)`` for each of ``items``, in order, computed in ``jobs`` spawned worker
+    processes of a ``concurrent.futures.ProcessPoolExecutor`` (``threads`` BLAS threads each) or
+    on the workers of a Dask cluster (``client``, from ``connect``; closed at the end), the same
+    code for both (one job in the caller's process is builtin ``map``). Items are submitted as
+    results come back, twice as many as the workers at most, so a Ctrl-C is heard at once at any
+    sweep size; it cancels what is queued and stops the workers. Raises what ``fn`` raises."""
     pool = client.get_executor() if client else concurrent.futures.ProcessPoolExecutor(
         jobs, multiprocessing.get_context("spawn"), _start_worker, (threads,))
     width = 2 * (sum(client.nthreads().values()) if client else jobs)
@@ -217,27 +213,27 @@ def connect(address):
         raise UsageError(f"no Dask scheduler at {address}: {e}") from None
 
 
-def main(prog, run, argv=None):
-    """Run the command ``run(argv) -> status`` and exit with its status: bad input
-    (``UsageError``) is one line on stderr and status 2; an ``OSError`` (an output that cannot
-    be written) one line naming the file, status 1; a ``MemoryError`` (a model too large for
-    the machine) one line, status 2; Ctrl-C one line, status 130. A closed
-    stdout (``| head``) ends the command quietly with status 141, as it ends ``cat``."""
+@contextlib.contextmanager
+def errors(prog):
+    """Around a command's run, its errors as exits: bad input (``UsageError``) is one line on
+    stderr and status 2; an ``OSError`` (an output that cannot be written) one line naming the
+    file, status 1; a ``MemoryError`` (a model too large for the machine) one line, status 2;
+    Ctrl-C one line, status 130. A closed stdout (``| head``) ends the command quietly with
+    status 141, as it ends ``cat``."""
     try:
-        status = run(sys.argv[1:] if argv is None else list(argv))
+        yield
     except KeyboardInterrupt:
         progress(f"{prog}: interrupted")
-        status = 130
+        sys.exit(130)
     except BrokenPipeError:   # not SIGPIPE's default action: it would kill a worker pool's pipes
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        status = 141
+        sys.exit(141)
     except UsageError as e:
         progress(f"{prog}: error: {e}")
-        status = 2
+        sys.exit(2)
     except OSError as e:
         progress(f"{prog}: error: {e.filename + ': ' if e.filename else ''}{e.strerror or e}")
-        status = 1
+        sys.exit(1)
     except MemoryError as e:   # a model or batch too large for this machine
         progress(f"{prog}: error: out of memory: {e}")
-        status = 2
-    sys.exit(status)
+        sys.exit(2)

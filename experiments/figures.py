@@ -257,7 +257,7 @@ def hidden_stats(report, by):
 
 
 def train_loss(history, uniform, title):
-    """loss.png of ``experiments.train``: the training batch loss per step, the estimates on
+    """loss.png of ``experiments.train_gpt``: the training batch loss per step, the estimates on
     random batches of each split, the uniform baseline, and the learning rate (dashed)."""
     fig, ax = subplots(figsize=(8.0, 4.5))
     ax.plot(history["step"], history["loss"], lw=0.5, alpha=0.5, color="tab:blue",

@@ -9,7 +9,7 @@ what this run measured. Options and outputs: ``experiments.runner``.
     python -m experiments.four_variants --tiny --seeds 10 --jobs 2 # paired intervals
     python -m experiments.four_variants --preset shakespeare-cpu   # nanoGPT's CPU run, 4 ways
 """
-from experiments import cli, flops, runner
+from experiments import flops, runner
 from experiments.report import fmt_diff
 
 LESSONS = {"rms": "RMSNorm: same regularization effect as LayerNorm, ~half the FLOPs.",
@@ -75,4 +75,4 @@ STUDY = runner.Study(
     columns=(("norm", 6), ("mlp", 10)), closing=closing, quiet_with_one_seed=True)
 
 if __name__ == "__main__":
-    cli.main(STUDY.prog, lambda argv: runner.run(STUDY, argv))
+    runner.main(STUDY)

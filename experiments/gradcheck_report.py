@@ -10,6 +10,7 @@ and seconds, then a summary and the message of each failure. Exit status 1 when 
 """
 import json
 import math
+import sys
 import time
 
 import numpy as np
@@ -209,4 +210,5 @@ def run(argv):
 
 
 if __name__ == "__main__":
-    cli.main(PROG, run)
+    with cli.errors(PROG):
+        sys.exit(run(sys.argv[1:]))

@@ -10,7 +10,7 @@ import numpy as np
 from gpt.capture import STAT_NAMES, ResidualStats
 from gpt.data import eval_windows
 
-from experiments import cli, figures, runner
+from experiments import figures, runner
 
 
 def probe(run):
@@ -80,4 +80,4 @@ STUDY = runner.Study(
     columns=(("variant", 8),), closing=closing, probe=probe, files=files)
 
 if __name__ == "__main__":
-    cli.main(STUDY.prog, lambda argv: runner.run(STUDY, argv))
+    runner.main(STUDY)

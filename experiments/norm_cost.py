@@ -12,6 +12,7 @@ of the paired ratios RMSNorm / LayerNorm. Prints the table and the verdict, and 
 """
 import json
 import math
+import sys
 import timeit
 
 import numpy as np
@@ -129,4 +130,5 @@ def run(argv):
 
 
 if __name__ == "__main__":
-    cli.main(PROG, run)
+    with cli.errors(PROG):
+        sys.exit(run(sys.argv[1:]))

@@ -1,5 +1,5 @@
 """The options of the model, its data and its optimiser, shared by the studies and
-``experiments.train``: their defaults are the chapter's, ``--preset shakespeare-cpu`` nanoGPT's.
+``experiments.train_gpt``: their defaults are the chapter's, ``--preset shakespeare-cpu`` nanoGPT's.
 
 ``add_model_options(parser)`` adds them; ``parse(parser, argv)`` parses with a preset's values as
 the defaults (an option given on the command line wins); ``load_data(args)`` reads the corpus
@@ -24,7 +24,7 @@ TRAIN_FRACTION = 0.9
 # --batch_size=12 --n_layer=4 --n_head=4 --n_embd=128 --max_iters=2000 --lr_decay_iters=2000
 # --dropout=0.0 (the config file: lr 1e-3, min_lr 1e-4, beta2 0.99, warmup 100, eval every 250;
 # train.py: bias False, weight decay 0.1, clip 1.0, GPT-2's init). Keys are option
-# destinations: a command takes those it has (experiments.train's max_iters, eval_interval,
+# destinations: a command takes those it has (experiments.train_gpt's max_iters, eval_interval,
 # eval_iters; the studies' steps and eval_every).
 PRESETS = {"shakespeare-cpu": dict(
     corpus="shakespeare", n_layers=4, n_heads=4, d_model=128, block_size=64, batch_size=12,

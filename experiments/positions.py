@@ -10,7 +10,7 @@ Prints the losses, the paired difference of ``rope`` from ``learned`` and the pa
 difference (the block_size x d_model table RoPE does without). Options and outputs:
 ``experiments.runner``.
 """
-from experiments import cli, runner
+from experiments import runner
 
 STUDY = runner.Study(
     name="positions",
@@ -21,4 +21,4 @@ STUDY = runner.Study(
     columns=(("pos", 8),))
 
 if __name__ == "__main__":
-    cli.main(STUDY.prog, lambda argv: runner.run(STUDY, argv))
+    runner.main(STUDY)

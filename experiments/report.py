@@ -18,7 +18,7 @@ import numpy as np
 import minigrad
 from gpt.data import eval_windows
 
-from experiments import learner, options, stats
+from experiments import options, stats
 
 METRICS = (("val_loss", "val"), ("train_loss", "train"))
 
@@ -200,8 +200,9 @@ class Report:
         """Which backward passes were the learner's (``--backward``); "" when none."""
         if not self.args.backward:
             return ""
-        return learner.trained_with(self.args.backward,
-                                    {n for e in self.runs for n in e["backward_called"]})
+        from experiments.exercises.learner import trained_with
+        return trained_with(self.args.backward,
+                            {n for e in self.runs for n in e["backward_called"]})
 
     # ------------------------------------------------------------------ the outputs
     def stdout_lines(self):

@@ -1,14 +1,14 @@
 """The runner of every study: seeds x variants, trained here or on workers, then the report.
 
 A study (``four_variants``, ``break_it``, ``activations``, ``positions``, ``hidden_stats``)
-names its variants and calls ``run(study, argv)``, which reads top to bottom as nanoGPT's
-``train.py``: the options, the data, one ``GPTConfig`` a variant, the runs (``train_one``: the
-chapter's loop, ``gpt.train.train``), then the report and the files. Every variant trains from
-the same seeds (its initialisation and its batches), so the variants pair seed by seed.
+names its variants and calls ``main(study)``. ``run(study, argv)`` reads top to bottom as
+nanoGPT's ``train.py``: the options, the data, one ``GPTConfig`` a variant, the runs
+(``train_one``: the chapter's loop, ``gpt.train.train``), the report and the files. The
+variants train from the same seeds (initialisation and batches): they pair seed by seed.
 
 With ``--jobs 1`` (the default) the runs train in this process, one after another: a ``print``
 or a ``breakpoint()`` in any backward works as in any Python program. ``--jobs N`` trains N at
-a time in worker processes, ``--scheduler ADDRESS`` on a Dask cluster (``cli.run_all``); the
+a time in worker processes, ``--scheduler ADDRESS`` on a Dask cluster (``cli.in_workers``); the
 numbers are the same.
 
 Writes into ``--output-dir``: ``run_log.txt``, ``curves.csv``, the figures (with matplotlib),
@@ -20,6 +20,7 @@ Exit status: 0; 1 a run diverged (it stops there, the others go on, everything i
 import datetime
 import math
 import secrets
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional, Tuple
@@ -30,7 +31,7 @@ import gpt.train
 from gpt import GPT
 from gpt.checkpoint import save_checkpoint
 
-from experiments import cli, figures, learner, options, report
+from experiments import cli, figures, options, report
 
 TINY_STEPS, FULL_STEPS, MAX_STEPS, MAX_SEEDS = 200, 2000, 1_000_000, 1000
 EVAL_TOKENS = 16384  # cap on the positions a final loss covers (the built-in corpus: all)
@@ -63,10 +64,7 @@ class Study:
     probe: Optional[Callable] = None
     files: Optional[Callable] = None
     quiet_with_one_seed: bool = False   # one seed: print the table alone (the chapter's)
-
-    @property
-    def prog(self):
-        return f"python -m experiments.{self.name}"
+    prog = property(lambda self: f"python -m experiments.{self.name}")   # the command
 
 
 def parse_args(study, argv):
@@ -105,7 +103,7 @@ def parse_args(study, argv):
     p.add_argument("--save-checkpoints", action="store_true",
                    help="write each trained model as <variant>[_seed<S>].npz")
     p.add_argument("--backward", type=cli.path_arg, metavar="DIR", help="train with your own "
-                   "backward passes, the files of python -m experiments.exercise in DIR")
+                   "backward passes, the files of python -m experiments.exercises in DIR")
     options.add_model_options(p, varied={k for v in study.variants for k in v.config})
     p.set_defaults(steps=TINY_STEPS)
     args = options.parse(p, argv)
@@ -137,9 +135,11 @@ def train_one(run):
     step), final and per-step losses, gradient norms, the val curve, seconds, the probe's
     result, the learner's backward passes it called and, with checkpoints, the weights."""
     args, data = run.args, run.data
-    called = set()
-    model = GPT(run.config, seed=run.seed, init=args.init,
-                backward=learner.backward_passes(args.backward, called))
+    called, backward = set(), None
+    if args.backward:   # the learner's files, imported in the process that trains
+        from experiments.exercises.learner import backward_passes
+        backward = backward_passes(args.backward, called)
+    model = GPT(run.config, seed=run.seed, init=args.init, backward=backward)
     if run.variant.modify:
         run.variant.modify(model)
     rng = np.random.default_rng(run.seed)  # the batches: same seed, same stream for every variant
@@ -217,7 +217,9 @@ def run(study, argv):
     seeds = list(range(args.seed, args.seed + args.seeds))
     if args.backward and args.scheduler:
         raise cli.UsageError("--backward trains on this machine only: leave out --scheduler")
-    args.backward = learner.check_folder(args.backward) if args.backward else None
+    if args.backward:   # the exercises' modules are imported for --backward only
+        from experiments.exercises.learner import check_folder
+        args.backward = check_folder(args.backward)
     runs = [Run(v, configs[v.name], s, args.steps, args, data,
                 f"{v.name}{f' s{s}' if len(seeds) > 1 else ''}".ljust(12), study.probe)
             for v in study.variants for s in seeds]
@@ -232,8 +234,9 @@ def run(study, argv):
                  f"{len(data.train)}/{len(data.val)} tokens, {where}, init {args.init}, "
                  f"run {run_id}")
     cli.blas_threads(args.threads)
-    entries = []
-    for e in cli.run_all(train_one, runs, min(args.jobs, len(runs)), client, args.threads):
+    jobs, entries = min(args.jobs, len(runs)), []
+    for e in (cli.in_workers(train_one, runs, jobs, args.threads, client) if client or jobs > 1
+              else map(train_one, runs)):   # one job trains here: a breakpoint() stops here
         entries.append(e)   # its line: the variant's labels, params, the losses
         v = next(v for v in study.variants if v.name == e["name"])
         result = (f"diverged: {e['message']}" if e["status"] != "ok" else
@@ -268,3 +271,9 @@ def run(study, argv):
     if diverged:
         cli.progress(f"{study.prog}: {len(diverged)} run(s) diverged: {', '.join(diverged)}")
     return 1 if diverged else 0
+
+
+def main(study):
+    """``python -m experiments.<study>``: ``run`` on the command line, under ``cli.errors``."""
+    with cli.errors(study.prog):
+        sys.exit(run(study, sys.argv[1:]))

@@ -16,7 +16,7 @@ Layout of the archive (``numpy.savez``, uncompressed):
   and ``load_tokenizer`` says what is missing; ``load_checkpoint(path).run_id`` is None for a
   checkpoint without a run id. A config without ``bias`` (written before ``GPTConfig`` had it)
   loads as ``bias=True``, what every model was then.
-- optionally (``save_checkpoint(..., optimizer=, train_state=)``, what ``experiments.train``
+- optionally (``save_checkpoint(..., optimizer=, train_state=)``, what ``experiments.train_gpt``
   writes to resume a run): the optimizer's state, as ``Optimizer.state_dict()`` lays it out,
   its arrays keyed ``__optimizer__.state.<i>.<name>`` (``exp_avg``, ``exp_avg_sq`` of parameter
   i) and the rest in the metadata's ``"optimizer"`` (``param_groups``, and ``steps``: i -> the

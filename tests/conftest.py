@@ -21,7 +21,7 @@ import pytest  # noqa: E402
 
 @pytest.fixture(autouse=True)
 def _restore_environ():
-    """Undo what ``cli.main`` sets in ``os.environ`` (``--threads 1000`` in one test would give
+    """Undo what a test sets in ``os.environ`` (``--threads 1000`` in one test would give
     every later test's worker processes 1000 BLAS threads)."""
     saved = dict(os.environ)
     yield

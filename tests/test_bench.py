@@ -3,6 +3,7 @@ an independent count, peak memory that is the fresh process's own, the reference
 weights, one-line errors on bad input. No test asserts a time."""
 import argparse
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -16,9 +17,9 @@ MINIMAL = ["--sizes", "tiny", "--variants", "rms+swiglu", "--repeats", "2", "--s
 
 
 def _main(argv, capsys):
-    """``cli.main`` of the command: (status, stdout, stderr)."""
-    with pytest.raises(SystemExit) as e:
-        cli.main(bench.PROG, bench.run, argv)
+    """The command as ``python -m`` runs it: (status, stdout, stderr)."""
+    with pytest.raises(SystemExit) as e, cli.errors(bench.PROG):
+        sys.exit(bench.run(argv))
     out = capsys.readouterr()
     return e.value.code, out.out, out.err
 

@@ -1,14 +1,15 @@
-"""Tests of ``python -m experiments.break_backward``: every right backward passes the gradient
+"""Tests of ``python -m experiments.exercises.break_backward``: every right backward passes the gradient
 check, every one built with a term left out or flipped is caught at the input whose gradient it
 breaks, and the command says so."""
 import json
+import sys
 
 import numpy as np
 import pytest
 
-from experiments import break_backward as bb
 from experiments import cli
-from experiments.exercises import EXERCISES, make_cases
+from experiments.exercises import break_backward as bb
+from experiments.exercises.catalogue import EXERCISES, make_cases
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +41,8 @@ def test_a_break_changes_its_term_and_nothing_else(name, grad, term, factor):
 
 
 def main(argv):
-    with pytest.raises(SystemExit) as ei:
-        cli.main(bb.PROG, bb.run, argv)
+    with pytest.raises(SystemExit) as ei, cli.errors(bb.PROG):
+        sys.exit(bb.run(argv))
     return ei.value.code
 
 

@@ -1,5 +1,5 @@
 """Tests of experiments.cli: argument types, one-line errors and statuses, files written whole,
-the BLAS threads, and the executor (in order, in this process for one job, Ctrl-C stops it)."""
+the BLAS threads, and the worker processes (in order, Ctrl-C stops them)."""
 import argparse
 import os
 import subprocess
@@ -32,8 +32,8 @@ def test_argument_types_name_the_problem(parse, text, words):
 
 
 def status(run, argv=()):
-    with pytest.raises(SystemExit) as e:
-        cli.main("prog", run, list(argv))
+    with pytest.raises(SystemExit) as e, cli.errors("prog"):
+        sys.exit(run(list(argv)))
     return e.value.code
 
 
@@ -48,7 +48,7 @@ def raising(exc):
     (KeyboardInterrupt(), 130, "prog: interrupted"),
     (OSError(28, "No space left on device", "out/results.json"), 1,
      "prog: error: out/results.json: No space left on device")])
-def test_main_turns_an_exception_into_one_line_and_a_status(exc, code, line, capsys):
+def test_errors_turns_an_exception_into_one_line_and_a_status(exc, code, line, capsys):
     assert status(raising(exc)) == code
     out, err = capsys.readouterr()
     assert out == "" and err == line + "\n"
@@ -98,10 +98,8 @@ def square(x):
 
 
 @pytest.mark.slow
-def test_run_all_runs_in_this_process_for_one_job_and_in_workers_for_more():
-    here = list(cli.run_all(square, range(5)))
-    assert [r for r, _ in here] == [0, 1, 4, 9, 16] and {p for _, p in here} == {os.getpid()}
-    there = list(cli.run_all(square, range(7), jobs=2))
+def test_in_workers_runs_in_worker_processes_and_yields_in_order():
+    there = list(cli.in_workers(square, range(7), jobs=2))
     assert [r for r, _ in there] == [0, 1, 4, 9, 16, 25, 36]
     assert os.getpid() not in {p for _, p in there}
 
@@ -124,7 +122,8 @@ def test_ctrl_c_stops_a_large_sweep_at_once_and_leaves_no_worker(tmp_path):
               "signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal\n"
               "def nap(i):\n    time.sleep(0.2)\n    return i\n"
               "if __name__ == '__main__':\n"
-              "    cli.main('prog', lambda argv: sum(cli.run_all(nap, range(100000), jobs=2)))\n")
+              "    with cli.errors('prog'):\n"
+              "        sum(cli.in_workers(nap, range(100000), jobs=2))\n")
     (tmp_path / "sweep.py").write_text(script)
     env = {**os.environ, "PYTHONPATH": str(Path(cli.__file__).parents[1])}
     p = subprocess.Popen([sys.executable, "sweep.py"], cwd=tmp_path, env=env, text=True,

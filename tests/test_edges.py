@@ -137,15 +137,14 @@ def test_a_run_removes_nothing_it_did_not_write(tmp_path):
     (out / "deltas.png").write_bytes(b"the user's figure")
     (out / "notes.txt").write_text("mine")
     args = ["--steps", "1", *TINY, "--output-dir", str(out)]
-    run = lambda argv: runner.run(four_variants.STUDY, argv)  # noqa: E731
-    with pytest.raises(SystemExit) as ei:
-        cli.main(four_variants.STUDY.prog, run, args + ["--save-checkpoints"])
+    with pytest.raises(SystemExit) as ei, cli.errors(four_variants.STUDY.prog):
+        sys.exit(runner.run(four_variants.STUDY, args + ["--save-checkpoints"]))
     assert ei.value.code == 0
     first = json.loads((out / "results.json").read_text())
     assert load_checkpoint(out / "ln_gelu.npz").run_id == first["run_id"]   # rewritten by it
     assert "ln_gelu.npz" in first["files"] and "rms_swiglu.npz" in first["files"]
-    with pytest.raises(SystemExit) as ei:
-        cli.main(four_variants.STUDY.prog, run, args)   # no checkpoints this time
+    with pytest.raises(SystemExit) as ei, cli.errors(four_variants.STUDY.prog):
+        sys.exit(runner.run(four_variants.STUDY, args))   # no checkpoints this time
     second = json.loads((out / "results.json").read_text())
     assert set(second["files"]) == {"results.json", "run_log.txt", "curves.csv"}
     assert (out / "deltas.png").read_bytes() == b"the user's figure"   # --no-plots: untouched
@@ -157,7 +156,7 @@ def test_a_run_removes_nothing_it_did_not_write(tmp_path):
 # ---------------------------------------------------------------- --help
 
 
-@pytest.mark.parametrize("module", STUDIES + ["experiments.train"])
+@pytest.mark.parametrize("module", STUDIES + ["experiments.train_gpt"])
 def test_every_option_of_a_training_command_has_help_and_a_default(module, tmp_path):
     r = _run([module, "--help"], tmp_path)
     assert r.returncode == 0 and r.stderr == "" and r.stdout.startswith(f"usage: python -m {module}")

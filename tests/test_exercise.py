@@ -1,5 +1,5 @@
-"""Tests of the exercises (``python -m experiments.exercise``, ``experiments.learner.check``) and
-of training with a learner's backward (``--backward DIR``).
+"""Tests of the exercises (``python -m experiments.exercises``, ``experiments.exercises.learner.
+check``) and of training with a learner's backward (``--backward DIR``).
 
 The reference first (the named terms sum to the layer's backward, which agrees with central
 differences; the terms are independent, so a fit is unique). Then the diagnosis, on wrong
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -20,12 +21,13 @@ import pytest
 from layers.gelu import GELU_C, GELU_K
 from layers.rope import rotate_half
 
-from experiments import check, cli, diagnosis, exercise, four_variants, learner, runner
-from experiments.exercises import EXERCISES, as_tuple, make_cases
-from experiments.terms import terms_of
+from experiments import cli, four_variants, runner
+from experiments.exercises import __main__ as command, grading, learner, mistakes
+from experiments.exercises.catalogue import EXERCISES, as_tuple, make_cases
+from experiments.exercises.terms import terms_of
 
 ROOT = Path(__file__).resolve().parents[1]
-PROG = exercise.PROG
+PROG = command.PROG
 
 
 def T(a):
@@ -37,9 +39,9 @@ def mean(a):
 
 
 def main(argv):
-    """``python -m experiments.exercise`` in this process: its exit status."""
-    with pytest.raises(SystemExit) as ei:
-        cli.main(PROG, exercise.run, argv)
+    """``python -m experiments.exercises`` in this process: its exit status."""
+    with pytest.raises(SystemExit) as ei, cli.errors(PROG):
+        sys.exit(command.run(argv))
     return ei.value.code
 
 
@@ -47,7 +49,7 @@ def said(name, fn):
     """{gradient: its lines} of the check of ``fn``, and the verdict."""
     ex = EXERCISES[name]
     with np.errstate(all="ignore"):
-        v = check.verdict(ex, fn, "mine.py")
+        v = grading.verdict(ex, fn, "mine.py")
     per, current = {}, None
     for line in v.lines[2:-1]:
         head = line.split(" ", 1)[0]
@@ -94,7 +96,7 @@ def test_the_layers_backward_agrees_with_central_differences(name):
     for case in make_cases(ex, 0):
         terms = named_terms(name, case)
         for w, g, right in zip(ex.wrt, ex.grads, case.right):
-            num = check.numerical(ex, case, ex.inputs.index(w))
+            num = grading.numerical(ex, case, ex.inputs.index(w))
             assert np.abs(num - right).max() <= 1e-6 * scale(right, terms[g]), (case.label, g)
 
 
@@ -443,9 +445,9 @@ def test_a_float32_gradient_for_float64_inputs_is_its_dtype_alone():
 
 
 def test_a_factor_near_one_is_printed_with_its_digits():
-    assert diagnosis.number(0.9999943) == "0.9999943 (a rounded constant?)"
-    assert diagnosis.number(1 / GELU_K, {"k = sqrt(2/pi)": GELU_K}) == "1.253 = 1/k: k = sqrt(2/pi) left out?"
-    assert diagnosis.number(0.37) == "0.37" and diagnosis.number(1 / 3) == "1/3"
+    assert mistakes.number(0.9999943) == "0.9999943 (a rounded constant?)"
+    assert mistakes.number(1 / GELU_K, {"k = sqrt(2/pi)": GELU_K}) == "1.253 = 1/k: k = sqrt(2/pi) left out?"
+    assert mistakes.number(0.37) == "0.37" and mistakes.number(1 / 3) == "1/3"
 
 
 def test_an_unexplained_error_says_so_and_where():
@@ -494,12 +496,12 @@ def test_a_backward_that_modifies_its_arguments_in_place_is_wrong(name, upstream
     (lambda dout, cache: (None, None, None), "dx is None, not a NumPy array"),
 ])
 def test_a_wrong_return_is_one_line(got, line):
-    v = check.verdict(EXERCISES["layernorm"], got, "mine.py")
+    v = grading.verdict(EXERCISES["layernorm"], got, "mine.py")
     assert v.status == "wrong" and v.lines == [v.blocker] and v.blocker.startswith(line)
 
 
 def test_a_backward_that_hangs_is_one_line_naming_the_case(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(check, "TIME_LIMIT", 0.2)
+    monkeypatch.setattr(grading, "TIME_LIMIT", 0.2)
     path = tmp_path / "relu2.py"
     path.write_text("def relu2_backward(dout, cache):\n    while True:\n        pass\n")
     assert main(["check", "relu2", "--file", str(path)]) == 1
@@ -509,14 +511,14 @@ def test_a_backward_that_hangs_is_one_line_naming_the_case(monkeypatch, tmp_path
 
 def test_no_time_limit_while_a_debugger_runs(monkeypatch):
     import time
-    monkeypatch.setattr(check, "TIME_LIMIT", 0.02)
+    monkeypatch.setattr(grading, "TIME_LIMIT", 0.02)
 
     def slow(dout, cache):
         time.sleep(0.08)
         return EXERCISES["relu2"].backward(dout, cache)
     sys.settrace(lambda *_: None)     # as pdb does, in a breakpoint() of the learner's
     try:
-        assert check.verdict(EXERCISES["relu2"], slow, "mine.py").status == "right"
+        assert grading.verdict(EXERCISES["relu2"], slow, "mine.py").status == "right"
     finally:
         sys.settrace(None)
 
@@ -530,7 +532,7 @@ def test_the_learners_prints_go_to_stderr_and_a_closed_stdout_does_not_matter(mo
         def write(self, text):
             raise BrokenPipeError(32, "Broken pipe")
     monkeypatch.setattr(sys, "stdout", Closed())
-    assert check.verdict(EXERCISES["relu2"], noisy, "mine.py").status == "right"
+    assert grading.verdict(EXERCISES["relu2"], noisy, "mine.py").status == "right"
     monkeypatch.undo()
     learner.check("relu2", noisy)
     out, err = capsys.readouterr()
@@ -697,7 +699,7 @@ def test_backward_passes_hand_the_model_every_name_and_record_the_calls(tmp_path
     called = set()
     fns = learner.backward_passes(swaps, called)
     from gpt.model import BACKWARDS
-    assert set(fns) == set(BACKWARDS) and learner.backward_passes((), called) is None
+    assert set(fns) == set(BACKWARDS)
     r = np.array([0.0, 2.0])
     assert np.array_equal(fns["relu2"](np.ones(2), r), [0.0, 4.0]) and called == {"relu2"}
     fns["linear"](np.ones((1, 2)), (np.ones((1, 3)), np.ones((2, 3)), True))
@@ -713,9 +715,8 @@ TINY = ["--steps", "3", "--n-layers", "1", "--d-model", "16", "--n-heads", "2",
 
 
 def _train(capsys, out, *argv):
-    with pytest.raises(SystemExit) as ei:
-        cli.main(four_variants.STUDY.prog, lambda a: runner.run(four_variants.STUDY, a),
-                 [*argv, "--output-dir", str(out)])
+    with pytest.raises(SystemExit) as ei, cli.errors(four_variants.STUDY.prog):
+        sys.exit(runner.run(four_variants.STUDY, [*argv, "--output-dir", str(out)]))
     captured = capsys.readouterr()
     return ei.value.code, captured.out, captured.err
 
@@ -749,3 +750,10 @@ def test_training_with_yours_right_gives_the_layers_numbers_wrong_is_flagged(tmp
     results = json.loads((tmp_path / "wrong" / "results.json").read_text())
     assert results["backward"][0] == {"exercise": "layernorm", "file": str(path), "check": "wrong",
                                       "called_by": ["ln+gelu", "ln+swiglu"]}
+
+
+def test_a_run_without_backward_imports_no_module_of_the_exercises():
+    code = ("import sys, experiments.four_variants; "
+            "print(sorted(k for k in sys.modules if k.startswith('experiments.exercises')))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0 and r.stdout == "[]\n", r.stderr

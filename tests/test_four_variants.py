@@ -8,9 +8,11 @@ import csv
 import json
 import math
 import os
+import runpy
 import statistics
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -32,9 +34,9 @@ HEADER = "norm    mlp           params     train       val"
 
 
 def main(args, study=four_variants.STUDY):
-    """The command as ``python -m`` runs it (``cli.main``): its exit status."""
-    with pytest.raises(SystemExit) as e:
-        cli.main(study.prog, lambda argv: runner.run(study, argv), args)
+    """The command as ``python -m`` runs it: its exit status."""
+    with pytest.raises(SystemExit) as e, cli.errors(study.prog):
+        sys.exit(runner.run(study, args))
     return e.value.code
 
 
@@ -98,16 +100,25 @@ def test_a_checkpoint_reproduces_the_reported_loss(chapter_run):
         assert gpt.train.evaluate(model, data.val) == v["val_loss"]
 
 
-def test_runs_train_in_this_process_in_order(tmp_path, capsys, monkeypatch):
-    seen = []
+def test_runs_train_in_this_process_in_order_down_a_stack_that_never_comes_back(
+        tmp_path, capsys, monkeypatch):
+    seen, stacks = [], []
     real = gpt.train.train
 
     def spy(model, *a, **k):   # what a breakpoint() in a backward sees: this process
         seen.append((os.getpid(), model.config.norm, model.config.mlp))
+        stacks.append([Path(f.filename).relative_to(REPO).with_suffix("").as_posix()
+                       for f in traceback.extract_stack() if f.filename.startswith(
+                           str(REPO / "experiments"))])
         return real(model, *a, **k)
     monkeypatch.setattr(gpt.train, "train", spy)
-    assert main(SMALL + ["--output-dir", str(tmp_path)]) == 0
+    monkeypatch.setattr(sys, "argv", ["four_variants", *SMALL, "--output-dir", str(tmp_path)])
+    with pytest.raises(SystemExit) as e:   # as python -m runs it: the study's own __main__
+        runpy.run_path(four_variants.__file__, run_name="__main__")
+    assert e.value.code == 0
     assert seen == [(os.getpid(), n, m) for n, m in CHAPTER_PARAMS]
+    modules = [m for i, m in enumerate(stacks[0]) if i == 0 or stacks[0][i - 1] != m]
+    assert modules == ["experiments/four_variants", "experiments/runner"], stacks[0]
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,6 @@
 """Tests of gpt.sample.generate, checkpoints carrying the vocabulary, experiments.generate."""
+import sys
+
 import numpy as np
 import pytest
 
@@ -25,7 +27,8 @@ def _model(seed=3, scale=0.3):
 
 
 def _main(argv):
-    cli.main(generate_cli.PROG, generate_cli.run, argv)
+    with cli.errors(generate_cli.PROG):
+        sys.exit(generate_cli.run(argv))
 
 
 def _softmax(z):

@@ -1,9 +1,10 @@
 """Tests of ``python -m experiments.gradcheck_report``: every primitive and layer listed and
 passing, exit status 1 on a failing op, JSON output, one-line errors on bad options; through
-``cli.main``, in this process."""
+``cli.errors``, in this process."""
 from __future__ import annotations
 
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -34,9 +35,9 @@ class WrongDouble(Function):
 
 
 def _main(argv, capsys):
-    """``cli.main`` of the command: (status, stdout, stderr)."""
-    with pytest.raises(SystemExit) as e:
-        cli.main(gr.PROG, gr.run, argv)
+    """The command as ``python -m`` runs it: (status, stdout, stderr)."""
+    with pytest.raises(SystemExit) as e, cli.errors(gr.PROG):
+        sys.exit(gr.run(argv))
     out = capsys.readouterr()
     return e.value.code, out.out, out.err
 

@@ -3,6 +3,7 @@ stream capture (gpt.capture) and `python -m experiments.hidden_stats`."""
 import csv
 import json
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -116,9 +117,9 @@ def test_collecting_statistics_does_not_change_the_losses():
 
 
 def main(args):
-    """The command as ``python -m`` runs it (``cli.main``): its exit status."""
-    with pytest.raises(SystemExit) as ei:
-        cli.main(hidden_stats.STUDY.prog, lambda argv: runner.run(hidden_stats.STUDY, argv), args)
+    """The command as ``python -m`` runs it: its exit status."""
+    with pytest.raises(SystemExit) as ei, cli.errors(hidden_stats.STUDY.prog):
+        sys.exit(runner.run(hidden_stats.STUDY, args))
     return ei.value.code
 
 

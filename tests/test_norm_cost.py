@@ -4,6 +4,7 @@ The FLOP and byte counts are checked against hand counts of layers/layernorm.py 
 layers/rmsnorm.py, line by line, for a small shape. No test looks at a time.
 """
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -142,8 +143,8 @@ def test_command_writes_the_documented_files(tiny_run):
     (["--bogus"], "unrecognized"),
 ])
 def test_bad_input_is_one_line_exit_2(args, needle, capsys):
-    with pytest.raises(SystemExit) as e:
-        cli.main(norm_cost.PROG, norm_cost.run, [*args, "--tiny"])
+    with pytest.raises(SystemExit) as e, cli.errors(norm_cost.PROG):
+        sys.exit(norm_cost.run([*args, "--tiny"]))
     assert e.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle in err[0]
@@ -152,8 +153,8 @@ def test_bad_input_is_one_line_exit_2(args, needle, capsys):
 def test_an_output_dir_under_a_file_is_one_line_exit_2_and_nothing_written(tmp_path, capsys):
     f = tmp_path / "file"
     f.write_text("x")
-    with pytest.raises(SystemExit) as e:
-        cli.main(norm_cost.PROG, norm_cost.run, ["--tiny", "--output-dir", str(f / "sub")])
+    with pytest.raises(SystemExit) as e, cli.errors(norm_cost.PROG):
+        sys.exit(norm_cost.run(["--tiny", "--output-dir", str(f / "sub")]))
     assert e.value.code == 2
     captured = capsys.readouterr()
     err = captured.err.strip().splitlines()

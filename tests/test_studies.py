@@ -6,6 +6,7 @@ Every run is tiny (1-2 layers, d_model 16, a few steps, 2 seeds) so the file tak
 import csv
 import json
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -19,9 +20,9 @@ from experiments import activations, break_it, cli, positions, runner
 
 
 def main(module, args):
-    """The study as ``python -m`` runs it (``cli.main``): its exit status."""
-    with pytest.raises(SystemExit) as ei:
-        cli.main(module.STUDY.prog, lambda argv: runner.run(module.STUDY, argv), args)
+    """The study as ``python -m`` runs it: its exit status."""
+    with pytest.raises(SystemExit) as ei, cli.errors(module.STUDY.prog):
+        sys.exit(runner.run(module.STUDY, args))
     return ei.value.code
 
 TINY = ["--steps", "3", "--n-layers", "2", "--d-model", "16", "--n-heads", "2",

@@ -1,11 +1,12 @@
-"""Tests of ``python -m experiments.train``: presets, --resume against an uninterrupted run,
+"""Tests of ``python -m experiments.train_gpt``: presets, --resume against an uninterrupted run,
 the outputs, and bad input (one line, exit 2). The runs are tiny (a few steps)."""
 import csv
+import sys
 
 import numpy as np
 import pytest
 
-from experiments import cli, figures, four_variants, runner, train
+from experiments import cli, figures, four_variants, runner, train_gpt
 from experiments.options import PRESETS
 
 pytestmark = pytest.mark.slow  # every test here trains or runs a command
@@ -18,14 +19,14 @@ SCHEDULE = ["--warmup-iters", "2", "--lr-decay-iters", "10", "--min-lr", "1e-4",
 
 
 def main(args):
-    with pytest.raises(SystemExit) as ei:
-        cli.main(train.PROG, train.run, args)
+    with pytest.raises(SystemExit) as ei, cli.errors(train_gpt.PROG):
+        sys.exit(train_gpt.run(args))
     return ei.value.code
 
 
 def parsed(argv):
-    """experiments.train's options after the preset, as run() resolves them."""
-    return train.parse_args(argv)[0]
+    """experiments.train_gpt's options after the preset, as run() resolves them."""
+    return train_gpt.parse_args(argv)[0]
 
 
 # ---------------------------------------------------------------- presets
@@ -135,7 +136,7 @@ def test_a_run_writes_its_files_and_prints_a_sample(tmp_path, capfd):
 def test_bad_input_is_one_line_and_exit_2(args, needle, tmp_path, capfd):
     assert main(args + ["--output-dir", str(tmp_path / "o")]) == 2
     err = capfd.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and needle in err[0] and err[0].startswith(train.PROG)
+    assert len(err) == 1 and needle in err[0] and err[0].startswith(train_gpt.PROG)
     assert not (tmp_path / "o").exists()
 
 

@@ -28,6 +28,7 @@ import importlib.util
 import json
 import math
 import statistics
+import sys
 from pathlib import Path
 
 from experiments import cli
@@ -224,4 +225,5 @@ def run(argv):
 
 
 if __name__ == "__main__":
-    cli.main("faster_or_lower", run)
+    with cli.errors("faster_or_lower"):
+        sys.exit(run(sys.argv[1:]))

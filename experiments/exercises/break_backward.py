@@ -1,30 +1,30 @@
 """Break a backward pass on purpose, and watch the gradient check catch it.
 
-    python -m experiments.break_backward --seed 3 --json break.json
+    python -m experiments.exercises.break_backward --seed 3 --json break.json
 
 Each layer's forward is paired with its own backward, and with backward passes built from the
-named terms of ``experiments/terms.py`` with ONE term left out or its sign flipped (``BREAKS``:
-LayerNorm without its mean or its variance term, RoPE rotating the wrong way, an embedding that
-keeps one gradient of a repeated row, ...), the other terms and gradients right. Each is
+named terms of ``terms.py`` with ONE term left out or its sign flipped (``BREAKS``: LayerNorm
+without its mean or its variance term, RoPE rotating the wrong way, an embedding that keeps one
+gradient of a repeated row, ...), the other terms and gradients right. Each is
 ``minigrad.gradcheck_report``-ed in float64 with its settings (slow mode: full Jacobians by
 central differences, then a random upstream gradient) on the exercise's first case (random
 non-unit weights; the inputs from ``--seed``). A row: layer, variant, verdict, largest absolute
-and relative error, where the worst entry is. PASS: a right backward passes; CAUGHT: a wrong
-one fails; MISSED, WRONGLY FAILED otherwise. Exit status 0 when every row is PASS or CAUGHT,
-else 1.
+and relative error, where the worst entry is. PASS: a right backward passes; CAUGHT: a wrong one
+fails; MISSED, WRONGLY FAILED otherwise. Exit status 0 when every row is PASS or CAUGHT, else 1.
 """
 import json
 import math
+import sys
 
 import numpy as np
 
 from minigrad import Tensor, from_pair, gradcheck_report
 
 from experiments import cli
-from experiments.terms import terms_of
-from experiments.exercises import EXERCISES, as_tuple, make_cases
+from experiments.exercises.catalogue import EXERCISES, as_tuple, make_cases
+from experiments.exercises.terms import terms_of
 
-PROG = "python -m experiments.break_backward"
+PROG = "python -m experiments.exercises.break_backward"
 BREAKS = (   # (exercise, gradient, term (from 1), factor): 0 leaves it out, -1 flips its sign
     ("layernorm", "dx", 2, 0), ("layernorm", "dx", 3, 0), ("rmsnorm", "dx", 2, 0),
     ("gelu", "dx", 3, 0), ("silu", "dx", 2, 0), ("relu2", "dx", 1, -1), ("swiglu", "dx", 1, 0),
@@ -114,4 +114,5 @@ def run(argv):
 
 
 if __name__ == "__main__":
-    cli.main(PROG, run)
+    with cli.errors(PROG):
+        sys.exit(run(sys.argv[1:]))

@@ -1,11 +1,9 @@
-"""The exercises of ``python -m experiments.exercise``: per layer, its names, the cases its
+"""The exercises of ``python -m experiments.exercises``: per layer, its names, the cases its
 backward is checked on (``cases(rng)``: the forward's inputs at several shapes, a batch of one,
 one feature, the rows where eps matters, |x| up to where exp overflows; random weights, never all
 ones), the case's sizes a term may be multiplied by (``sizes(*args, **kwargs)``: "C features":
-6) and its derivation (``experiments/terms.py``).
+6) and its derivation (``terms.py``).
 """
-from __future__ import annotations
-
 import importlib
 import inspect
 from dataclasses import dataclass, field
@@ -16,7 +14,7 @@ import numpy as np
 from layers.gelu import GELU_C, GELU_K
 from layers.rope import build_rope_cache
 
-from experiments.terms import DERIVATIONS
+from experiments.exercises.terms import DERIVATIONS
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,8 @@
-"""The file ``python -m experiments.exercise start NAME`` writes: the layer's forward in full
+"""The file ``python -m experiments.exercises start NAME`` writes: the layer's forward in full
 (copied from its source, with the helpers it reads), then the backward to write, whose docstring
 (``PROMPTS``) says what its cache holds, what it returns, and leads through the derivation
 without giving it; its body raises ``NotImplementedError``.
 """
-from __future__ import annotations
-
 import inspect
 import re
 

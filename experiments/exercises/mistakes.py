@@ -11,8 +11,6 @@ constant); a number per case. Each is fitted by least squares over every case at
 said only when it explains the error to round-off (``FIT_RTOL``) in every case; otherwise the
 plain message stays.
 """
-from __future__ import annotations
-
 import itertools
 
 import numpy as np

@@ -8,7 +8,7 @@ the quantities they are built from (``DERIVATIONS``: name -> (parts, terms)).
 * ``terms(p)``: per gradient, its named terms ``[(label, array)]``, whose sum is the right
   gradient (a test holds it against the layer's backward).
 
-``variants`` changes one quantity at a time, for the diagnosis (``experiments/diagnosis.py``).
+``variants`` changes one quantity at a time, for the diagnosis (``mistakes.py``).
 """
 import itertools
 import types
@@ -245,8 +245,6 @@ def _embedding_terms(p):
                          "gets the sum of its k gradients; where idx repeats, a[idx] = v and "
                          "a[idx] += v keep one of them, np.add.at(a, idx, v) adds every one)",
                          again)]}
-
-
 
 
 # ----------------------------------------------------------------------------- by name

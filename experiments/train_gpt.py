@@ -1,8 +1,8 @@
-"""Train one model on any text, as nanoGPT's ``train.py`` does: ``python -m experiments.train``.
+"""Train one model on any text, as nanoGPT's ``train.py`` does: ``python -m experiments.train_gpt``.
 
-    python -m experiments.train --preset shakespeare-cpu           # nanoGPT's CPU run
-    python -m experiments.train --corpus pride --max-iters 5000 --norm rms --mlp swiglu
-    python -m experiments.train --preset shakespeare-cpu --resume --max-iters 3000
+    python -m experiments.train_gpt --preset shakespeare-cpu           # nanoGPT's CPU run
+    python -m experiments.train_gpt --corpus pride --max-iters 5000 --norm rms --mlp swiglu
+    python -m experiments.train_gpt --preset shakespeare-cpu --resume --max-iters 3000
 
 The model, the optimiser and the schedule are the studies' options (``experiments.options``:
 the chapter's defaults, a constant learning rate; ``--preset shakespeare-cpu`` is nanoGPT's CPU
@@ -26,6 +26,7 @@ infinite (the files are written up to there); 2 bad input; 130 Ctrl-C.
 """
 import json
 import math
+import sys
 import time
 
 import numpy as np
@@ -37,7 +38,7 @@ from gpt.sample import generate
 
 from experiments import cli, figures, options
 
-PROG = "python -m experiments.train"
+PROG = "python -m experiments.train_gpt"
 CHECKPOINT = "ckpt.npz"
 # options a resumed run cannot change (the model, its data and its initialisation)
 FIXED_ON_RESUME = ("corpus", "seed", "init", "batch_size", "block_size", "n_layers", "n_heads",
@@ -58,7 +59,7 @@ def parse_args(argv):
                    help="estimate the losses every K steps (and at steps 0 and the last)")
     p.add_argument("--eval-iters", type=cli.positive_int, default=20, metavar="N",
                    help="random batches of each split per estimate")
-    p.add_argument("--output-dir", type=cli.path_arg, default="outputs/train", metavar="DIR",
+    p.add_argument("--output-dir", type=cli.path_arg, default="outputs/train_gpt", metavar="DIR",
                    help="where the files go")
     p.add_argument("--resume", action="store_true", help=f"continue the run whose {CHECKPOINT} "
                    "is in --output-dir, with its options (those given here win)")
@@ -124,7 +125,7 @@ def run(argv=None):
         lines.append(line)
 
     for line in lines[2:]:
-        cli.progress(f"train: {line}")
+        cli.progress(f"train_gpt: {line}")
     if start:   # the log keeps the estimates of the run so far
         lines += [f"step {s}: train loss {tr:.4f}, val loss {va:.4f}" for s, tr, va in
                   history["evals"]]
@@ -197,10 +198,10 @@ def run(argv=None):
             history, math.log(data.tokenizer.vocab_size), f"{data.label}, "
             f"{model.num_parameters():,} parameters, init {args.init}"), path)
     elif not args.no_plots:
-        cli.progress(f"train: {figures.INSTALL_HINT}")
+        cli.progress(f"train_gpt: {figures.INSTALL_HINT}")
     files["run_log.txt"] = "\n".join(lines) + "\n"
     cli.write_outputs(out, files)
-    cli.progress(f"train: outputs written to {out.resolve()}")
+    cli.progress(f"train_gpt: outputs written to {out.resolve()}")
     return status
 
 
@@ -223,4 +224,5 @@ def curves_csv(history):
 
 
 if __name__ == "__main__":
-    cli.main(PROG, run)
+    with cli.errors(PROG):
+        sys.exit(run(sys.argv[1:]))

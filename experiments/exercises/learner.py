@@ -1,14 +1,12 @@
-"""A learner's backward pass: loaded from their file, checked (``experiments/check.py``), and
+"""A learner's backward pass: loaded from their file, checked (``grading.py``), and
 handed to a training run (``--backward DIR`` of every study).
 
 From Python (a notebook)::
 
-    from experiments.learner import check
+    from experiments.exercises.learner import check
     verdict = check("layernorm", my_layernorm_backward)   # prints what the command prints
     verdict.status, verdict.gradients                      # "right", {"dx": "right", ...}
 """
-from __future__ import annotations
-
 import sys
 import types
 from dataclasses import dataclass
@@ -17,10 +15,11 @@ from pathlib import Path
 from gpt.model import BACKWARDS
 
 from experiments import cli
-from experiments.check import LEARNERS, LearnerError, Verdict, guarded, learner_error, verdict
-from experiments.exercises import EXERCISES
+from experiments.exercises.catalogue import EXERCISES
+from experiments.exercises.grading import (LEARNERS, LearnerError, Verdict, guarded,
+                                           learner_error, verdict)
 
-COMMAND = "python -m experiments.exercise"
+COMMAND = "python -m experiments.exercises"
 
 
 def load(ex, path):
@@ -36,7 +35,7 @@ def load(ex, path):
            "not a .py file" if path.suffix != ".py" else "")
     if why:
         raise cli.UsageError(f"{path}: {why} ({COMMAND} start {ex.name} writes {ex.name}.py)")
-    try:     # an OSError is bad input too: cli.main says so in one line
+    try:     # an OSError is bad input too: cli.errors says so in one line
         source = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as e:
         raise cli.UsageError(f"cannot read {path} as Python source: {e}") from None
@@ -64,7 +63,7 @@ def show(v, prefix=""):
 
 def check(name, fn):
     """Check ``fn(dout, cache)`` as the backward of the exercise ``name`` ("layernorm") and print
-    the verdict, as ``python -m experiments.exercise check`` does; returns the ``Verdict``.
+    the verdict, as ``python -m experiments.exercises check`` does; returns the ``Verdict``.
 
     Raises:
         ValueError: ``name`` is no exercise. TypeError: ``fn`` is not callable.
@@ -132,10 +131,8 @@ def check_folder(folder):
 def backward_passes(swaps, called):
     """``{name: fn}`` for ``GPT(backward=...)``: the learner's backward of each implemented
     swap, the layer's own for every other name of ``gpt.model.BACKWARDS``, each adding its name
-    to the set ``called`` when the model calls it; None without ``swaps``. Runs in the training
-    process: the files are imported by their paths."""
-    if not swaps:
-        return None
+    to the set ``called`` when the model calls it. Runs in the training process: the files are
+    imported by their paths."""
     mine = {s.name: load(EXERCISES[s.name], s.path) for s in swaps
             if s.status != "not implemented"}
 

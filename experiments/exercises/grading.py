@@ -1,11 +1,9 @@
-"""The check of a learner's backward: run on the cases of ``experiments/terms.py`` (float64,
+"""The check of a learner's backward: run on the cases of ``catalogue.py`` (float64,
 then the same in float32, whose values are compared too), its structure, dtypes and values
-judged gradient by gradient (``experiments/diagnosis.py``). Each case may take ``TIME_LIMIT``
+judged gradient by gradient (``mistakes.py``). Each case may take ``TIME_LIMIT``
 seconds; the backward gets copies of its arguments and its prints go to stderr, so that stdout
-carries the verdict alone. ``experiments.learner.check`` calls it from Python.
+carries the verdict alone. ``learner.check`` calls it from Python.
 """
-from __future__ import annotations
-
 import contextlib
 import copy
 import functools
@@ -20,9 +18,9 @@ import numpy as np
 
 from minigrad.gradcheck import numerical_vjp
 
-from experiments import diagnosis
-from experiments.exercises import as_tuple, make_cases
-from experiments.terms import terms_of, variants
+from experiments.exercises import mistakes
+from experiments.exercises.catalogue import as_tuple, make_cases
+from experiments.exercises.terms import terms_of, variants
 
 SEED = 0            # every check draws the same inputs: a learner compares runs
 CD_STEP = 1e-6      # central differences, relative to the input's largest entry
@@ -173,7 +171,7 @@ def _gradient(ex, j, cases, cases32, yours, yours32, found, changed):
     others = {h: ([y[k].astype(np.float64) for y in yours], [c.right[k] for c in cases])
               for k, h in enumerate(ex.grads)}
     (ys, rs), ts = others[g], [t[g] for t in found]
-    ok, said = diagnosis.diagnose(g, ys, rs, ts, labels, [c.sizes for c in cases],
+    ok, said = mistakes.diagnose(g, ys, rs, ts, labels, [c.sizes for c in cases],
                                   _of(changed, g), others, ex.constants)
     if not all(y.shape == r.shape for y, r in zip(ys, rs)):
         return False, said, said[0][len("wrong: "):]
@@ -186,18 +184,18 @@ def _gradient(ex, j, cases, cases32, yours, yours32, found, changed):
         f"GPT trains in float32: a float64 constant or array in your code?)"
         if y32[0].dtype != np.float32 else "")
     dtypes = d64 + [d32] * bool(d32)
-    scales = [diagnosis.scale_of(r, t) for r, t in zip(rs, ts)]
-    if dtypes and (ok or d64 and all(np.all(diagnosis.errors(y, r) <= 1e-5 * s)
+    scales = [mistakes.scale_of(r, t) for r, t in zip(rs, ts)]
+    if dtypes and (ok or d64 and all(np.all(mistakes.errors(y, r) <= 1e-5 * s)
                                      for y, r, s in zip(ys, rs, scales))):
         return False, ["wrong: the values are right" + ("" if ok else " to float32's round-off")
                        + ", the dtype is not"] + dtypes, d32
     if not ok:
         return False, said[:1] + dtypes + said[1:], d32
     y32 = [y.astype(np.float64) for y in y32]   # against the float64 scale: its terms' too
-    if not all(np.all(diagnosis.errors(y, r) <= RTOL32 * s) for y, r, s in zip(y32, r32, scales)):
-        return False, ["wrong: right in float64, not in float32: " + diagnosis.worst(
+    if not all(np.all(mistakes.errors(y, r) <= RTOL32 * s) for y, r, s in zip(y32, r32, scales)):
+        return False, ["wrong: right in float64, not in float32: " + mistakes.worst(
             g, y32, r32, scales, labels) + " (an exp or a power that overflows in float32?)"], ""
-    ours = max(float(diagnosis.errors(y, r).max()) / s for y, r, s in zip(ys, rs, scales))
+    ours = max(float(mistakes.errors(y, r).max()) / s for y, r, s in zip(ys, rs, scales))
     cd = max(float(np.abs(y - numerical(ex, c, ex.inputs.index(ex.wrt[j]))).max()) / s
              for y, c, s in zip(ys, cases, scales))
     return True, [f"right: error {ours:.1g} against ours, {cd:.1g} against central differences "

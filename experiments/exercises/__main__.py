@@ -1,30 +1,27 @@
 """Write a backward pass yourself, and be told which gradient is wrong and what the mistake is.
 
-    python -m experiments.exercise                      # the exercises, one line each
-    python -m experiments.exercise start layernorm      # writes exercises/layernorm.py
-    python -m experiments.exercise check layernorm      # checks its layernorm_backward
+    python -m experiments.exercises                     # the exercises, one line each
+    python -m experiments.exercises start layernorm     # writes exercises/layernorm.py
+    python -m experiments.exercises check layernorm     # checks its layernorm_backward
     python -m experiments.four_variants --tiny --backward exercises   # trains with yours
 
-``start NAME [--dir DIR]`` writes ``DIR/NAME.py`` (``experiments/stubs.py``), never over a
+``start NAME [--dir DIR]`` writes ``DIR/NAME.py`` (``stubs.py``), never over a
 file that exists; ``check NAME [--file PATH]`` checks its ``NAME_backward``
-(``experiments/check.py``; from Python: ``experiments.learner.check``). Exit status: 0 right
+(``grading.py``; from Python: ``experiments.exercises.learner.check``). Exit status: 0 right
 (and ``start``, the list); 1 a wrong answer (wrong values, shape or dtype, not implemented yet,
 a case that does not return, the learner's code raised: its traceback is shown); 2 bad input
 (an unknown exercise, a missing file or function, a file ``start`` would overwrite), one line.
 """
 import os
+import sys
 from pathlib import Path
 
-from experiments import cli, learner, stubs
-from experiments.exercises import EXERCISES
+from experiments import cli
+from experiments.exercises import learner, stubs
+from experiments.exercises.catalogue import EXERCISES
 
 PROG = learner.COMMAND
 DEFAULT_DIR = Path("exercises")
-
-
-def _check_command(ex, path):
-    default = Path(path) == DEFAULT_DIR / f"{ex.name}.py"
-    return f"{PROG} check {ex.name}" + ("" if default else f" --file {path}")
 
 
 def list_exercises():
@@ -37,7 +34,7 @@ def list_exercises():
     for ex in EXERCISES.values():
         print(f"{ex.name:<{width}}{ex.summary:<62}#{ex.section}")
     print(f"\nStart one: {PROG} start layernorm    (writes exercises/layernorm.py)\n"
-          f"Check it:  {PROG} check layernorm    (from Python: experiments.learner.check)\n"
+          f"Check it:  {PROG} check layernorm    (from Python: experiments.exercises.learner.check)\n"
           f"Train with yours: python -m experiments.four_variants --tiny --backward exercises")
     return 0
 
@@ -49,21 +46,19 @@ def start(ex, folder):
         cli.UsageError: the file exists (it is never overwritten).
     """
     path = folder / f"{ex.name}.py"
+    check = f"{PROG} check {ex.name}" + ("" if folder == DEFAULT_DIR else f" --file {path}")
     if os.path.lexists(path):
-        raise cli.UsageError(f"{path} exists: check it with {_check_command(ex, path)}, or move "
-                             f"it away to start again")
-    cli.write_outputs(cli.output_dir(folder), {path.name: stubs.template(ex, _check_command(ex, path), folder)})
-    print(f"Wrote {path}: write {ex.function} in it, then\n    {_check_command(ex, path)}")
+        raise cli.UsageError(f"{path} exists: check it with {check}, or move it away to start "
+                             "again")
+    cli.write_outputs(cli.output_dir(folder), {path.name: stubs.template(ex, check, folder)})
+    print(f"Wrote {path}: write {ex.function} in it, then\n    {check}")
     return 0
 
 
 def run(argv):
     """The command (``list``, ``start``, ``check``; no command lists); returns the status.
-
-    Raises:
-        cli.UsageError: an unknown command or exercise, a missing file or function, a file
-            ``start`` would overwrite.
-    """
+    Raises ``cli.UsageError``: an unknown command or exercise, a missing file or function, a
+    file ``start`` would overwrite."""
     p = cli.ArgumentParser(prog=PROG, description="Write a backward pass of a layer yourself "
                            "and check it: which gradient is wrong, and what the mistake is.")
     sub = p.add_subparsers(dest="command", metavar="{list,start,check}")
@@ -90,4 +85,5 @@ def run(argv):
 
 
 if __name__ == "__main__":
-    cli.main(PROG, run)
+    with cli.errors(PROG):
+        sys.exit(run(sys.argv[1:]))
