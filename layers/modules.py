@@ -35,9 +35,10 @@ __all__ = ["Identity", "LayerNorm", "RMSNorm", "Linear", "Embedding", "SwiGLU", 
 
 
 def _function(function, forward, backward):
-    """The layer's ``function``, or ``from_pair(forward, backward)`` when a ``backward`` is
-    given in place of the layer's own."""
-    return function if backward is None else from_pair(forward, backward)
+    """The layer's ``function``, or ``from_pair(forward, backward)`` applied the same way
+    (``elementwise``) when a ``backward`` is given in place of the layer's own."""
+    return function if backward is None else from_pair(forward, backward,
+                                                       elementwise=function.elementwise)
 
 
 def _normalize(function, x, k, params, eps):

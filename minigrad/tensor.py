@@ -415,7 +415,7 @@ class Function:
         return result
 
 
-def from_pair(forward, backward, name: Optional[str] = None) -> type:
+def from_pair(forward, backward, name: Optional[str] = None, elementwise: bool = False) -> type:
     """A ``Function`` made of a NumPy pair, the way llm.c pairs ``layernorm_forward`` and
     ``layernorm_backward`` in ``doc/layernorm/layernorm.py``::
 
@@ -437,27 +437,66 @@ def from_pair(forward, backward, name: Optional[str] = None) -> type:
     with ``save_for_backward``, so the engine's version guard raises when one of them shares
     memory with a Tensor that is modified in place before backward.
 
+    ``elementwise=True`` (GELU, ReLU², SiLU: one input, each output entry a function of the same
+    entry of x) runs the pair on blocks of x's first axis of about ``BLOCK`` entries each and
+    writes each block's result into its place, the same numbers: NumPy makes one pass over
+    memory per operation, and over an array larger than the CPU's cache each pass reads from
+    memory, while a block's temporaries stay in the cache (docs/performance.md). A
+    ``breakpoint()`` in such a backward stops once per block and sees a block of x's rows.
+
     Args:
         forward, backward: the pair.
         name (str | None): the class's name (``grad_fn``, the engine's error messages);
             default ``backward.__name__``.
+        elementwise (bool): run the pair in blocks of the first axis, as above.
 
     Returns:
-        type: a ``Function`` subclass; ``apply(*inputs, **kwargs)`` records one node.
+        type: a ``Function`` subclass; ``apply(*inputs, **kwargs)`` records one node. Its
+        attribute ``elementwise`` is the flag, so another backward can be paired the same way.
     """
     def fwd(ctx, *arrays, **kwargs):
+        if elementwise and arrays[0].size > BLOCK and arrays[0].ndim:
+            (x,) = arrays
+            out, caches, step = np.empty_like(x), [], max(1, BLOCK // x[0].size)
+            for i in range(0, len(x), step):
+                out[i:i + step], cache = forward(x[i:i + step], **kwargs)
+                caches.append((slice(i, i + step), cache))
+            ctx.save_for_backward(*(a for _, c in caches for a in _arrays(c)))
+            ctx.cache, ctx.blocks = [c for _, c in caches], [s for s, _ in caches]
+            return out
         out, cache = forward(*arrays, **kwargs)
-        ctx.save_for_backward(*(a for a in (cache if isinstance(cache, tuple) else (cache,))
-                                if isinstance(a, np.ndarray)))   # for the version guard
-        ctx.cache = cache
+        ctx.save_for_backward(*_arrays(cache))      # for the version guard
+        ctx.cache, ctx.blocks = cache, None
         return out
 
     def bwd(ctx, dout):
+        if ctx.blocks is not None:
+            dx = np.empty_like(dout)
+            for block, cache in zip(ctx.blocks, ctx.cache):
+                g = backward(dout[block], cache)
+                g = g[0] if isinstance(g, tuple) else g
+                if not isinstance(g, np.ndarray) or (g.shape, g.dtype) != (dx[block].shape, dx.dtype):
+                    raise RuntimeError(
+                        f"{ctx.fn_cls.__name__}.backward returned {getattr(g, 'shape', g)!r} "
+                        f"{getattr(g, 'dtype', '')} for a block of shape {dx[block].shape}: the "
+                        f"engine runs this elementwise pair on blocks of x's first axis; expected "
+                        f"an array of the block's shape and dtype {dx.dtype}")
+                dx[block] = g
+            return (dx,) + (None,) * (len(ctx.needs_input_grad) - 1)
         grads = backward(dout, ctx.cache)
         n = len(ctx.needs_input_grad)
         return ((grads if isinstance(grads, tuple) else (grads,)) + (None,) * n)[:n]
 
     return type(name or backward.__name__, (Function,),
                 {"forward": staticmethod(fwd), "backward": staticmethod(bwd),
-                 "__module__": forward.__module__,
+                 "elementwise": elementwise, "__module__": forward.__module__,
                  "__doc__": f"One node: ``{forward.__name__}`` / ``{backward.__name__}``."})
+
+
+BLOCK = 32768       # entries of a block of an elementwise pair: 128 KiB of float32
+
+
+def _arrays(cache) -> tuple:
+    """The ndarrays of a pair's cache (its items, or the cache itself)."""
+    return tuple(a for a in (cache if isinstance(cache, tuple) else (cache,))
+                 if isinstance(a, np.ndarray))
