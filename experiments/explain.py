@@ -1,0 +1,190 @@
+"""A worked example of a layer's backward, term by term, on numbers small enough to follow.
+
+    python -m experiments.explain layernorm            # one row of C = 4
+    python -m experiments.explain attention --size 4   # one head, T = 4
+    python -m experiments.explain --list
+
+For one tiny case of the layer (``--seed``; ``--size`` sets the size that matters most, below)
+it prints the inputs, the forward's named quantities (xhat, rstd, t, P, ...: the names of
+``docs/derivations.md`` and of the exercise check's messages), the random upstream gradient,
+then for each gradient every named term of its derivation with its values, their sum, the
+layer's own backward, and the same gradient by central differences with the largest difference.
+From Python, ``explain(name, seed, size)`` returns those numbers. An unknown name is one line
+on stderr, status 2.
+"""
+import sys
+
+import numpy as np
+
+from experiments import cli
+from experiments.exercises.catalogue import EXERCISES, Case, as_tuple
+from experiments.exercises.grading import numerical
+from experiments.exercises.terms import Parts, terms_of
+
+PROG = "python -m experiments.explain"
+
+
+def _away_from_zero(r, n):       # ReLU²'s kink at 0 is no place for central differences
+    a = 2.0 * r.standard_normal(n)
+    return np.sign(a) * (0.25 + np.abs(a))
+
+
+# name: (what --size sets, its default, the case: (rng, size) -> (args, kwargs))
+CASES = {
+    "layernorm": ("C, the features of the row", 4, lambda r, C: (
+        (r.standard_normal((1, C)), r.normal(1.0, 0.5, C), r.normal(0.0, 0.5, C)), {"eps": 1e-5})),
+    "rmsnorm": ("C, the features of the row", 4, lambda r, C: (
+        (r.standard_normal((1, C)), r.normal(1.0, 0.5, C)), {"eps": 1e-6})),
+    "gelu": ("N, the entries of x", 5, lambda r, N: ((_away_from_zero(r, N),), {})),
+    "relu2": ("N, the entries of x", 5, lambda r, N: ((_away_from_zero(r, N),), {})),
+    "silu": ("N, the entries of x", 5, lambda r, N: ((_away_from_zero(r, N),), {})),
+    "swiglu": ("C, the features of x (H = C + 1 hidden, O = C outputs)", 2, lambda r, C: (
+        (r.standard_normal((1, C)), 0.5 * r.standard_normal((C + 1, C)),
+         0.5 * r.standard_normal((C + 1, C)), 0.5 * r.standard_normal((C, C + 1))), {})),
+    "rope": ("T, the positions (head size 4)", 2, lambda r, T: (
+        (r.standard_normal((1, 1, T, 4)), *_rope_cache(T)), {})),
+    "softmax": ("C, the entries of the row", 4, lambda r, C: ((r.standard_normal((1, C)),),
+                                                             {"axis": -1})),
+    "cross_entropy": ("V, the classes (2 targets)", 4, lambda r, V: (
+        (r.standard_normal((2, V)), r.integers(0, V, 2)), {})),
+    "attention": ("T, the positions (one head of size 2, causal)", 3, lambda r, T: (
+        tuple(r.standard_normal((1, 1, T, 2)) for _ in "qkv"), {"is_causal": True})),
+    "linear": ("C, the input features (2 rows, 2 outputs)", 3, lambda r, C: (
+        (r.standard_normal((2, C)), 0.5 * r.standard_normal((2, C)),
+         0.5 * r.standard_normal(2)), {})),
+    "embedding": ("V, the rows of the table (width 2; idx [1, 3, 1])", 4, lambda r, V: (
+        (r.standard_normal((V, 2)), np.array([1, min(3, V - 1), 1])), {})),
+}
+
+
+# The backward as docs/derivations.md ends it: each term printed below is one summand of it,
+# with the factor common to all (rstd, dout, 1/N, ...) inside.
+FORMULAS = {
+    "layernorm": "dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dout * "
+                 "weight; dweight = sum over rows of dout * xhat; dbias = sum over rows of dout",
+    "rmsnorm": "dx = rstd * (dxhat - xhat * mean(dxhat * xhat)), dxhat = dout * weight; "
+               "dweight = sum over rows of dout * xhat",
+    "gelu": "dx = dout * 0.5 * ((1 + t) + x (1 - t^2) k (1 + 3 c x^2)), t = tanh(k (x + c x^3))",
+    "relu2": "dx = dout * 2 r, r = max(x, 0)",
+    "silu": "dx = dout * (s + x s (1 - s)), s = sigmoid(x)",
+    "swiglu": "dh = dout Wd, du = dh * g, da = dh * u * silu'(a); dx = da Wg + du Wu; "
+              "dw_gate = da^T x, dw_up = du^T x, dw_down = dout^T h",
+    "rope": "dx = dout * cos - rotate_half(dout * sin)",
+    "softmax": "dx = y * dy - y * sum(dy * y)",
+    "cross_entropy": "dlogits = (probs - onehot(targets)) * dloss / N",
+    "attention": "dP = dout v^T, dS = P * dP - P * rowsum(P * dP); dq = dS k / sqrt(hs), "
+                 "dk = dS^T q / sqrt(hs), dv = P^T dout",
+    "linear": "dx = dout W, dweight = dout^T x, dbias = sum over rows of dout",
+    "embedding": "dweight[v] = the sum of dout over the positions that looked up v",
+}
+
+
+def _rope_cache(T):
+    from layers.functional import build_rope_cache
+    return build_rope_cache(T, 4, dtype=np.float64)
+
+
+def explain(name, seed=0, size=None):
+    """The worked example of ``name``'s backward (an exercise of ``python -m
+    experiments.exercises list``) on one tiny case, float64.
+
+    Args:
+        name (str): the exercise, e.g. "layernorm".
+        seed (int): of the case's inputs and upstream gradient.
+        size (int | None): the size ``CASES[name]`` names (None: its default), at least 1.
+
+    Returns:
+        dict: ``formula`` (the backward as the derivation ends it), ``inputs`` {name: array}, ``quantities`` {name: array} (the forward's, as the
+        derivation names them), ``out``, ``dout``, and ``grads`` {gradient: {"terms": [(label,
+        array)], "sum", "backward" (the layer's own), "central" (central differences),
+        "max_error" (largest |sum - central|)}}; ``upstream`` the name of ``dout`` in the
+        backward (dout, dy, dloss).
+
+    Raises:
+        KeyError: an unknown name; ValueError: a size below 1.
+    """
+    ex = EXERCISES[name]
+    what, default, make = CASES[name]
+    size = default if size is None else size
+    if size < 1:
+        raise ValueError(f"size must be at least 1, got {size}")
+    r = np.random.default_rng(seed)
+    args, kwargs = make(r, size)
+    out, cache = ex.forward(*args, **kwargs)
+    dout = r.standard_normal(np.shape(out))
+    right = as_tuple(ex.backward(dout, cache))
+    case = Case(f"seed {seed}", args, kwargs, out, cache, dout, right, {})
+    raw = {**ex.parts(dout, cache), "out": out}
+    parts = Parts(raw)
+    found = terms_of(ex, raw, dict(zip(ex.grads, map(np.shape, right))))
+    ex.terms(parts)             # which quantities the terms read (parts.read)
+    inputs = dict(zip(ex.inputs, args))
+    quantities = {k: np.asarray(parts[k]) for k in sorted(parts.read, key=list(raw).index)
+                  if k not in (ex.upstream, "out") and isinstance(parts[k], (np.ndarray, np.generic))
+                  and not any(np.shape(parts[k]) == np.shape(a) and np.array_equal(parts[k], a)
+                              for a in args)}
+    grads = {}
+    for j, g in enumerate(ex.grads):
+        total = sum(t for _, t in found[g])
+        central = numerical(ex, case, ex.inputs.index(ex.wrt[j]))
+        grads[g] = {"terms": found[g], "sum": total, "backward": right[j], "central": central,
+                    "max_error": float(np.max(np.abs(total - central), initial=0.0))}
+    return {"name": name, "title": ex.title, "section": ex.section, "seed": seed, "size": size,
+            "size_is": what, "formula": FORMULAS[name], "upstream": ex.upstream, "inputs": inputs, "kwargs": kwargs, "quantities": quantities,
+            "out": out, "dout": dout, "grads": grads}
+
+
+def _fmt(a):
+    return np.array2string(np.asarray(a, dtype=float) if np.asarray(a).dtype.kind != "i"
+                           else np.asarray(a), precision=4, suppress_small=True,
+                           floatmode="fixed", max_line_width=100)
+
+
+def report(e):
+    """The lines ``python -m experiments.explain`` prints for ``explain``'s result ``e``."""
+    def row(label, a):
+        pad = " " * 24
+        text = _fmt(a).replace("\n", "\n" + pad)
+        return f"  {label:<22}{text}" if len(label) <= 20 else f"  {label}\n{pad}{text}"
+    opts = ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
+                     for k, v in e["kwargs"].items())
+    lines = [f"{e['title']}: a worked example of its backward (docs/derivations.md#"
+             f"{e['section']}), seed {e['seed']}, size {e['size']}: {e['size_is']}"
+             + (f"; {opts}" if opts else ""), f"The backward: {e['formula']}", "", "Inputs:"]
+    lines += [row(k, v) for k, v in e["inputs"].items()]
+    lines += ["", "Forward, the quantities the derivation names:"]
+    lines += [row(k, v) for k, v in e["quantities"].items()] + [row("out", e["out"])]
+    lines += ["", "Upstream gradient (random):", row(e["upstream"], e["dout"])]
+    for g, d in e["grads"].items():
+        lines += ["", f"{g}, term by term (each with the factor common to all inside):"]
+        lines += [row(label, t) for label, t in d["terms"]]
+        lines += [row("sum of the terms", d["sum"]),
+                  row("the layer's backward", d["backward"]),
+                  row("central differences", d["central"]),
+                  f"  largest |sum of the terms - central differences|: {d['max_error']:.1e}"]
+    return lines
+
+
+def run(argv):
+    """``python -m experiments.explain NAME [--seed S] [--size N]``; ``--list`` names them."""
+    p = cli.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    p.add_argument("name", nargs="?", metavar="NAME", help=f"one of: {', '.join(CASES)}")
+    p.add_argument("--seed", type=cli.bounded_int(0), default=0, help="of the case's numbers")
+    p.add_argument("--size", type=cli.bounded_int(1, 12), metavar="N",
+                   help="the size that matters most (see --list); default: the smallest that "
+                        "shows every term")
+    p.add_argument("--list", action="store_true", help="the layers and what --size sets")
+    args = p.parse_args(argv)
+    if args.list or args.name is None:
+        for name, (what, default, _) in CASES.items():
+            print(f"{name:<15}--size: {what} (default {default})")
+        return 0
+    if args.name not in CASES:
+        raise cli.UsageError(f"unknown layer {args.name!r}; one of: {', '.join(CASES)}")
+    print("\n".join(report(explain(args.name, args.seed, args.size))))
+    return 0
+
+
+if __name__ == "__main__":
+    with cli.errors(PROG):
+        sys.exit(run(sys.argv[1:]))
