@@ -88,6 +88,10 @@ class Verdict:
     def __post_init__(self):
         self.blocker = self.error.line if self.error else self.blocker
 
+    def __repr__(self):     # what a notebook shows under the report: the verdict in words
+        grads = ", ".join(f"{g} {s}" for g, s in self.gradients.items())
+        return f"<Verdict: {self.status}{f' ({grads})' if grads else ''}>"
+
 
 def _describe(obj):
     if isinstance(obj, (tuple, list)):

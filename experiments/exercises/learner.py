@@ -74,8 +74,21 @@ def check(name, fn):
         raise TypeError(f"check: fn must be a function (dout, cache) -> gradients, got "
                         f"{type(fn).__name__}")
     v = verdict(EXERCISES[name], fn, f"your function {getattr(fn, '__name__', '')}".rstrip())
+    cell = _cell(fn)
+    if v.error and cell:        # name the cell, not the file IPython compiled it to
+        code = fn.__code__.co_filename
+        v.error.text = v.error.text.replace(f'File "{code}"', cell)
+        v.error.line = v.blocker = v.error.line.replace(code, cell)
     show(v)
     return v
+
+
+def _cell(fn):
+    """"Cell In[3]" for a function defined in a notebook's (IPython's) cell 3, else None."""
+    ipython = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    filename = getattr(getattr(fn, "__code__", None), "co_filename", None)
+    number = getattr(getattr(ipython, "compile", None), "_filename_map", {}).get(filename)
+    return f"Cell In[{number}]" if number else None
 
 
 def check_file(ex, path):
