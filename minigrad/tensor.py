@@ -31,46 +31,6 @@ from typing import Any, Optional, Tuple
 import numpy as np
 
 
-class Hooks:
-    """Where PyTorch's rules act inside the engine. Each method does nothing here (NumPy's
-    behaviour); ``minigrad.pytorch_compat.rules`` subclasses it and installs itself as
-    ``tensor.hooks`` when ``minigrad`` is imported."""
-
-    def array(self, data, dtype):               # Tensor(data): the array it holds
-        return np.asarray(data, dtype=dtype)
-
-    def operands(self, a, b):                   # a + b, a @ b, ...: the operands, cast
-        return a, b
-
-    def inputs(self, ctx):                      # toposort: the inputs of a node
-        return ctx.inputs
-
-    def applied(self, ctx, result, args):       # Function.apply made result (ctx: None unless
-        pass                                    # a node was recorded)
-
-    def before_backward(self, ctx):             # Tensor.backward, before a node's backward
-        pass
-
-    def data_set(self, tensor, old, new):       # t.data = new
-        pass
-
-
-hooks = Hooks()
-_grad_mode = threading.local()      # per thread, as PyTorch's grad mode
-
-
-def is_grad_enabled() -> bool:
-    """Whether ``Function.apply`` records nodes (True unless inside ``no_grad``), in the
-    calling thread (``torch.is_grad_enabled``)."""
-    return getattr(_grad_mode, "enabled", True)
-
-
-class ValueRuntimeError(ValueError, RuntimeError):
-    """Bad input that NumPy reports as a ValueError and PyTorch as a RuntimeError: shapes that do
-    not broadcast, multiply, reshape or concatenate, a bad permutation, ``clamp(None, None)``,
-    ``item()`` of many elements. A subclass of both, so code written for either catches it."""
-
-
 class Tensor:
     """An n-dimensional array that records the operations done on it for reverse mode.
 
@@ -500,3 +460,44 @@ def _arrays(cache) -> tuple:
     """The ndarrays of a pair's cache (its items, or the cache itself)."""
     return tuple(a for a in (cache if isinstance(cache, tuple) else (cache,))
                  if isinstance(a, np.ndarray))
+
+
+# ----------------------------------------------------------------------------- grad mode, errors, hooks
+class Hooks:
+    """Where PyTorch's rules act inside the engine. Each method does nothing here (NumPy's
+    behaviour); ``minigrad.pytorch_compat.rules`` subclasses it and installs itself as
+    ``tensor.hooks`` when ``minigrad`` is imported."""
+
+    def array(self, data, dtype):               # Tensor(data): the array it holds
+        return np.asarray(data, dtype=dtype)
+
+    def operands(self, a, b):                   # a + b, a @ b, ...: the operands, cast
+        return a, b
+
+    def inputs(self, ctx):                      # toposort: the inputs of a node
+        return ctx.inputs
+
+    def applied(self, ctx, result, args):       # Function.apply made result (ctx: None unless
+        pass                                    # a node was recorded)
+
+    def before_backward(self, ctx):             # Tensor.backward, before a node's backward
+        pass
+
+    def data_set(self, tensor, old, new):       # t.data = new
+        pass
+
+
+hooks = Hooks()
+_grad_mode = threading.local()      # per thread, as PyTorch's grad mode
+
+
+def is_grad_enabled() -> bool:
+    """Whether ``Function.apply`` records nodes (True unless inside ``no_grad``), in the
+    calling thread (``torch.is_grad_enabled``)."""
+    return getattr(_grad_mode, "enabled", True)
+
+
+class ValueRuntimeError(ValueError, RuntimeError):
+    """Bad input that NumPy reports as a ValueError and PyTorch as a RuntimeError: shapes that do
+    not broadcast, multiply, reshape or concatenate, a bad permutation, ``clamp(None, None)``,
+    ``item()`` of many elements. A subclass of both, so code written for either catches it."""
