@@ -164,7 +164,7 @@ def _of(changed, g):
     yield from ((w, [v[g] for v in vt]) for w, vt in changed() if g in vt[0])
 
 
-def _gradient(ex, j, cases, cases32, yours, yours32, found, changed, named):
+def _gradient(ex, j, cases, cases32, yours, yours32, found, changed, arrays):
     """(right, lines, blocker) of gradient ``j``: the diagnosis of its float64 values, then its
     dtypes, then its float32 values."""
     g, labels = ex.grads[j], [c.label for c in cases]
@@ -173,7 +173,7 @@ def _gradient(ex, j, cases, cases32, yours, yours32, found, changed, named):
     (ys, rs), ts = others[g], [t[g] for t in found]
     ok, said = mistakes.diagnose(g, ys, rs, ts, labels, [c.sizes for c in cases],
                                   _of(changed, g), others, ex.constants,
-                                  AXES.get(ex.name, {}).get(g, ""), named)
+                                  AXES.get(ex.name, {}).get(g, ""), arrays)
     if not all(y.shape == r.shape for y, r in zip(ys, rs)):
         return False, said, said[0][len("wrong: "):]
     d64 = [f"for float64 inputs your {g} is {yours[0][j].dtype}: a gradient has its input's "
@@ -213,7 +213,7 @@ def verdict(ex, fn, where, path=None):
     found = [terms_of(ex, ex.parts(c.dout, c.cache), dict(zip(ex.grads, map(np.shape, c.right))))
              for c in cases]
     changed = functools.cache(lambda: list(variants(ex, cases)))
-    named = quantities(ex, cases)
+    arrays = quantities(ex, cases)
     width = max(len(g) for g in ex.grads) + 2
     lines = [f"{ex.function} of {where}, in float64 on random inputs"
              f"{', weights' if ex.weights else ''} and upstream gradients, then in float32:",
@@ -222,7 +222,7 @@ def verdict(ex, fn, where, path=None):
     for j, g in enumerate(ex.grads):
         with np.errstate(all="ignore"):   # NaN and inf in yours are for the diagnosis to say
             ok, said, bad = _gradient(ex, j, cases, cases32, results[:len(cases)],
-                                      results[len(cases):], found, changed, named)
+                                      results[len(cases):], found, changed, arrays)
         grads[g], blocker = "right" if ok else "wrong", blocker or bad
         lines += [f"{g:<{width}}{said[0]}"] + [" " * width + s for s in said[1:]]
     if modified:

@@ -228,10 +228,12 @@ def _shape(g, yours, right, scales, labels, axes=""):
 
 
 def _matches(yours, variant, right, scales):
-    """Yours is ``variant`` (to RTOL of the larger scale) wherever that is finite (0/0 where eps
-    is left out at C = 1), and the variant is not right."""
+    """Yours is ``variant`` (to RTOL of the larger scale) wherever that is finite, and the same
+    NaN or inf elsewhere but at no more than half the entries (0/0 where eps is left out at
+    C = 1, which yours may guard), and the variant is not right."""
     ok = [np.isfinite(v) for v in variant]
-    if 2 * sum(f.sum() for f in ok) < sum(f.size for f in ok):
+    if 2 * sum(np.sum(~f & (errors(y, v) != 0)) for y, v, f in zip(yours, variant, ok)) > sum(
+            f.size for f in ok):
         return False
     sc = [max(s, float(np.abs(v[f]).max(initial=0))) for v, f, s in zip(variant, ok, scales)]
     return all(np.all(errors(y[f], v[f]) <= RTOL * s) for y, v, f, s in zip(yours, variant, ok, sc)) \
@@ -300,7 +302,8 @@ def diagnose(g, yours, right, terms, labels, sizes, variants=(), others=None, co
         yours, right: one float64 array per case (the learner's, the layer's own).
         terms: per case, the named terms ``[(label, array)]`` that sum to ``right``.
         labels: per case, its description ("x (2, 3, 6)"); sizes: per case, ``{"C features": 6}``.
-        variants: (what changed, per case its terms of ``g``), read only as far as needed.
+        variants: (what changed, per case its terms of ``g``: the changed terms, or one array,
+            another layer's gradient), read only as far as needed.
         others: ``{gradient: (yours, right)}`` of every gradient of the backward, in its order.
         constants: ``{"k = sqrt(2/pi)": value}``, the formulas' constants.
         axes: the letters of the gradient's last axes ("B H T hs"), for a shape.
@@ -323,32 +326,32 @@ def diagnose(g, yours, right, terms, labels, sizes, variants=(), others=None, co
             return False, first + [f"your {g} {phrase}"]
     subsets = [c for k in range(1, len(names) + 1)
                for c in itertools.combinations(range(len(names)), k)]
-    for symbol, meaning, values in size_factors(sizes):
-        for scaled in subsets:
-            fs = fit(yours, right, [[a * (v if i in scaled else 1) for i, a in enumerate(c)]
-                                    for c, v in zip(columns, values)], scales)
-            if fs is not None and all(x in NICE for x in fs) and all(fs[i] for i in scaled):
-                return False, first + [explain(g, fs, names, scaled, symbol, meaning)]
-    said = next(filter(None, (_some_terms(g, yours, right, terms, scales, names, *v)
-                              for v in variants if " exchanged" not in v[0]
-                              and len(v[1][0]) == len(names))), None) or (
+
+    def times(factors, ok):
+        """Some terms times a factor (symbol, meaning, per case its value), the factors ``ok``."""
+        for symbol, meaning, values in factors:
+            for scaled in subsets:
+                fs = fit(yours, right, [[a * (v if i in scaled else 1) for i, a in enumerate(c)]
+                                        for c, v in zip(columns, values)], scales)
+                if fs is not None and ok(fs, scaled):
+                    return explain(g, fs, names, scaled, symbol, meaning)
+        return None
+    known = size_factors(sizes)
+    said = times(known, lambda fs, scaled: all(x in NICE for x in fs) and all(
+        fs[i] for i in scaled)) or next(filter(None, (
+            _some_terms(g, yours, right, terms, scales, names, *v) for v in variants
+            if " exchanged" not in v[0] and len(v[1][0]) == len(names))), None) or (
         explain(g, f, names, constants=constants) if f is not None else
         _ratios(yours, right, scales, labels))
     if said:
         return False, first + [said]
-    known = size_factors(sizes)   # tried above: now each axis's size, and the quantities
-    factors = [k for k in size_factors([{**a, **b} for a, b in zip(sizes, axis_sizes(right))])
-               if not any(np.allclose(k[2], o[2], rtol=1e-12) for o in known)]
-    factors += [(name, "", vs) for name, vs in quantities
-                if all(_broadcasts(np.shape(v), r.shape) for v, r in zip(vs, right))]
-    for symbol, meaning, values in factors:   # one mistake: those terms times it, no more
-        for scaled in subsets:
-            fs = fit(yours, right, [[a * (v if i in scaled else 1) for i, a in enumerate(c)]
-                                    for c, v in zip(columns, values)], scales)
-            if fs is not None and all(fs[i] == 1 if i in scaled else fs[i] in (0, 1)
-                                      for i in range(len(fs))):
-                return False, first + [explain(g, fs, names, scaled, symbol, meaning)]
-    said = _per_case(g, yours, right, terms, scales, labels, names, subsets)
+    more = [k for k in size_factors([{**a, **b} for a, b in zip(sizes, axis_sizes(right))])
+            if not any(np.allclose(k[2], o[2], rtol=1e-12) for o in known)]   # another axis's
+    more += [(name, "", vs) for name, vs in quantities
+             if all(_broadcasts(np.shape(v), r.shape) for v, r in zip(vs, right))]
+    said = times(more, lambda fs, scaled: all(   # one mistake: those terms times it, no more
+        fs[i] == 1 if i in scaled else fs[i] in (0, 1) for i in range(len(fs)))) or _per_case(
+        g, yours, right, terms, scales, labels, names, subsets)
     if said:
         return False, first + [said]
     wrong = [label for y, r, s, label in zip(yours, right, scales, labels) if not close(y, r, s)]

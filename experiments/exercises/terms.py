@@ -162,7 +162,7 @@ def _neighbours(ex, read, values, parts):
     return found
 
 
-MOVED = {   # a factor F moved across a reduction R, as R in the terms' own F * R(G * F)
+MOVED = {   # a factor {a} moved across a reduction {r} (``_moved``)
     "out": "has {a} outside {r}, where it belongs inside",
     "in": "has {a} inside {r}, where it belongs outside",
     "inner": "has {a} inside {r} in place of what it multiplies: an inner product of {a} with "
@@ -172,9 +172,14 @@ MOVED = {   # a factor F moved across a reduction R, as R in the terms' own F * 
 def _moved(R, F, way):
     """The reduction R with the factor F moved across it, where the terms write R (``MOVED``):
     "out" makes their R(G F) F R(G); "in" makes their F R(G) R(F G); "inner" makes their
-    F R(G F) G R(F F). Where F is 0 it is 0/0: the diagnosis reads the other entries."""
-    return {"out": lambda a: F * R(a / F), "in": lambda a: R(a * F) / F,
-            "inner": lambda a: a / (F * F) * R(F * F)}[way]
+    F R(G F) G R(F F). A division by F counts 0 where F is 0: that is a learner's value where F
+    is 0 on a whole row (xhat at C = 1); elsewhere the variant is no learner's, and names
+    nothing."""
+    def over(a, b):
+        return np.divide(a, b, out=np.zeros(np.broadcast_shapes(np.shape(a), np.shape(b))),
+                         where=b != 0)
+    return {"out": lambda a: F * R(over(a, F)), "in": lambda a: over(R(a * F), F),
+            "inner": lambda a: over(a, F * F) * R(F * F)}[way]
 
 
 def reduction(how, axis):
@@ -406,15 +411,18 @@ DERIVATIONS = {
                   _embedding_terms),
 }
 
+LOG_EXP = {"exp({})": lambda p: np.exp, "log({})": lambda p: np.log}   # softmax's, log-softmax's
+
 FUNCTIONS = {   # the forward's functions, which a backward may put where they do not belong
     "gelu": {"tanh({})": lambda p: np.tanh},
     "relu2": {"max({}, 0)": lambda p: lambda a: np.maximum(a, 0)},
     "silu": {"sigmoid({})": lambda p: sigmoid_stable},
     "swiglu": {"sigmoid({})": lambda p: sigmoid_stable,
                "silu({})": lambda p: lambda a: a * sigmoid_stable(a)},
-    "softmax": {"softmax({})": lambda p: _softmax(p["the sum along the axis"].axis)},
-    "cross_entropy": {"softmax({})": lambda p: _softmax(-1)},
-    "attention": {"softmax({})": lambda p: _softmax(-1)},
+    "softmax": {"softmax({})": lambda p: _softmax(p["the sum along the axis"].axis),
+                **LOG_EXP},
+    "cross_entropy": {"softmax({})": lambda p: _softmax(-1), **LOG_EXP},
+    "attention": {"softmax({})": lambda p: _softmax(-1), **LOG_EXP},
 }
 
 OTHER_LAYERS = {   # another layer's backward a learner may write for this one, as it reads
