@@ -20,7 +20,7 @@ from minigrad.gradcheck import numerical_vjp
 
 from experiments.exercises import mistakes
 from experiments.exercises.catalogue import as_tuple, make_cases
-from experiments.exercises.terms import terms_of, variants
+from experiments.exercises.terms import AXES, quantities, terms_of, variants
 
 SEED = 0            # every check draws the same inputs: a learner compares runs
 CD_STEP = 1e-6      # central differences, relative to the input's largest entry
@@ -163,12 +163,12 @@ def numerical(ex, case, i):
 
 
 def _of(changed, g):
-    """Gradient ``g``'s terms in each of ``changed()`` (``terms.variants``), computed when first
-    read."""
-    yield from ((w, [v[g] for v in vt]) for w, vt in changed())
+    """Gradient ``g``'s terms in each of ``changed()`` (``terms.variants``) that has them,
+    computed when first read."""
+    yield from ((w, [v[g] for v in vt]) for w, vt in changed() if g in vt[0])
 
 
-def _gradient(ex, j, cases, cases32, yours, yours32, found, changed):
+def _gradient(ex, j, cases, cases32, yours, yours32, found, changed, arrays):
     """(right, lines, blocker) of gradient ``j``: the diagnosis of its float64 values, then its
     dtypes, then its float32 values."""
     g, labels = ex.grads[j], [c.label for c in cases]
@@ -176,7 +176,8 @@ def _gradient(ex, j, cases, cases32, yours, yours32, found, changed):
               for k, h in enumerate(ex.grads)}
     (ys, rs), ts = others[g], [t[g] for t in found]
     ok, said = mistakes.diagnose(g, ys, rs, ts, labels, [c.sizes for c in cases],
-                                  _of(changed, g), others, ex.constants)
+                                  _of(changed, g), others, ex.constants,
+                                  AXES.get(ex.name, {}).get(g, ""), arrays)
     if not all(y.shape == r.shape for y, r in zip(ys, rs)):
         return False, said, said[0][len("wrong: "):]
     d64 = [f"for float64 inputs your {g} is {yours[0][j].dtype}: a gradient has its input's "
@@ -216,6 +217,7 @@ def verdict(ex, fn, where, path=None):
     found = [terms_of(ex, ex.parts(c.dout, c.cache), dict(zip(ex.grads, map(np.shape, c.right))))
              for c in cases]
     changed = functools.cache(lambda: list(variants(ex, cases)))
+    arrays = quantities(ex, cases)
     width = max(len(g) for g in ex.grads) + 2
     lines = [f"{ex.function} of {where}, in float64 on random inputs"
              f"{', weights' if ex.weights else ''} and upstream gradients, then in float32:",
@@ -224,7 +226,7 @@ def verdict(ex, fn, where, path=None):
     for j, g in enumerate(ex.grads):
         with np.errstate(all="ignore"):   # NaN and inf in yours are for the diagnosis to say
             ok, said, bad = _gradient(ex, j, cases, cases32, results[:len(cases)],
-                                      results[len(cases):], found, changed)
+                                      results[len(cases):], found, changed, arrays)
         grads[g], blocker = "right" if ok else "wrong", blocker or bad
         lines += [f"{g:<{width}}{said[0]}"] + [" " * width + s for s in said[1:]]
     if modified:

@@ -3,13 +3,18 @@
 ``diagnose`` takes one gradient over every case of a check and says, in this order: right
 (within ``RTOL`` of each case's scale); another gradient's right value (exchanged with it: an
 order mistake; or "a copy of its formula?" when that one is right); its last two axes swapped,
-the right values in another shape, a wrong shape; the named terms with factors of ``NICE`` (a
-term left out, a sign, counted twice); one quantity of the derivation changed (``terms.variants``:
-another in its place, two exchanged, one left out); terms times a size of the case (C, 1/N,
-sqrt(hs), N/B); one quantity changed in some terms only; the terms with any factors (a rounded
-constant); a number per case. Each is fitted by least squares over every case at once, and is
-said only when it explains the error to round-off (``FIT_RTOL``) in every case; otherwise the
-plain message stays.
+the right values in another shape, a wrong shape (and which axes it was summed over); the named
+terms with factors of ``NICE`` (a term left out, a sign, counted twice); one thing of the
+derivation changed (``terms.variants``: a quantity left out, another in its place, two
+exchanged; another layer's backward; a quantity inverted, squared, its square root, put through
+a function of the forward; an index shifted; a reduction over another axis or with a factor
+moved across it); terms times a size of the case (C, 1/N, sqrt(hs), N/B); one of those changes
+in some terms only; the terms with any factors (a rounded constant); a number per case; terms
+times the size of another axis (C/shape[0]) or times a quantity of the derivation; some terms
+times a number per case. Each is fitted by least squares over every case at once, each case
+judged on its own and scaled by its own size (one case 1e9 times larger does not hide a clean
+fit), and is said only when it explains the error to round-off (``FIT_RTOL``) in every case;
+otherwise the plain message stays: a vague message is right, a wrong name never is.
 """
 import itertools
 
@@ -78,7 +83,7 @@ def explain(g, factors, labels, scaled=(), symbol="", meaning="", constants=None
     def by(f, i):
         return (symbol if f == 1 else f"{number(f)} * {symbol}") if i in scaled else number(
             f, constants)
-    why = f": {meaning}" if scaled else ""
+    why = f": {meaning}" if scaled and meaning else ""
     if len(set(factors)) == 1 and len(scaled) in (0, len(factors)):
         f = factors[0]
         return f"your {g} is " + (WHOLE[f] if f in WHOLE and not scaled else
@@ -97,18 +102,27 @@ def explain(g, factors, labels, scaled=(), symbol="", meaning="", constants=None
 
 
 def fit(yours, right, columns, scales):
-    """Least-squares factors ``f_i`` with ``yours ~ sum_i f_i columns_i`` over every case (each
-    divided by its scale), one within 1e-9 of ``NICE`` taken as it; None when the fit leaves
-    more than ``FIT_RTOL`` of the error or is not unique."""
-    err = np.concatenate([((y - r) / s).ravel() for y, r, s in zip(yours, right, scales)])
+    """Least-squares factors ``f_i`` with ``yours ~ sum_i f_i columns_i`` over every case, one
+    within 1e-9 of ``NICE`` taken as it; None when the fit is not unique, or leaves more than
+    ``FIT_RTOL`` of the error in some case (and more than ``RTOL`` of its scale: a case it
+    leaves right). Each case is divided by its scale, or by its largest entry of yours or of a
+    column where that is larger, so that one case far larger than the others (|x| = 1000)
+    does not decide the fit alone and hide a clean answer."""
+    if not all(np.all(np.isfinite(a)) for a in [*yours, *right, *(x for c in columns for x in c)]):
+        return None
+    scales = [max([s, np.abs(y).max(initial=0)] + [np.abs(x).max(initial=0) for x in c])
+              for y, c, s in zip(yours, columns, scales)]
     b = np.concatenate([(y / s).ravel() for y, s in zip(yours, scales)])
     A = np.stack([np.concatenate([(c[i] / s).ravel() for c, s in zip(columns, scales)])
                   for i in range(len(columns[0]))], axis=1)
-    if not (np.all(np.isfinite(err)) and np.all(np.isfinite(A))):
-        return None
     f, _, rank, _ = np.linalg.lstsq(A, b, rcond=None)
-    if rank < A.shape[1] or np.linalg.norm(A @ f - b) > FIT_RTOL * np.linalg.norm(err):
+    if rank < A.shape[1]:
         return None
+    ends = np.cumsum([0] + [y.size for y in yours])
+    for y, r, s, i, j in zip(yours, right, scales, ends, ends[1:]):   # judged case by case
+        left = np.linalg.norm(A[i:j] @ f - b[i:j])
+        if left > FIT_RTOL * np.linalg.norm((y - r) / s) + RTOL * np.sqrt(y.size):
+            return None
     return [next((n for n in NICE if abs(x - n) <= 1e-9), float(x)) for x in f]
 
 
@@ -133,6 +147,21 @@ def size_factors(sizes):
     return kept
 
 
+def _broadcasts(shape, to):
+    """Whether an array of ``shape`` broadcasts to ``to`` without changing it."""
+    try:
+        return np.broadcast_shapes(shape, to) == to
+    except ValueError:
+        return False
+
+
+def axis_sizes(right):
+    """Per case the sizes of the gradient's axes 0, 1 and -2 (those every case has), named as
+    ``size_factors`` reads them: a count read from another axis (``shape[0]`` for C)."""
+    ks = [k for k in (0, 1, -2) if all(r.ndim > (k if k >= 0 else -k - 1) for r in right)]
+    return [{f"shape[{k}] entries of axis {k}": r.shape[k] for k in ks} for r in right]
+
+
 def _other(g, yours, others):
     """Yours is another gradient's right value: exchanged with it, or a copy of its formula."""
     def same(a, b):
@@ -146,7 +175,39 @@ def _other(g, yours, others):
     return None
 
 
-def _shape(g, yours, right, scales, labels):
+def _axes_named(ks, ndim, axes):
+    """Axes ``ks`` of an array of ``ndim`` axes by their letters (``axes``, those of the last
+    ones): "the B and H axes", "its leading axes (every row)", "axis 0"."""
+    letters = axes.split()
+    lead = ndim - len(letters)
+    if letters and lead and set(ks) == set(range(lead)):
+        return "its leading axes (every row)"
+    named = [letters[k - lead] for k in ks if k >= lead]
+    return ", ".join([f"axis {k}" for k in ks if k < lead] + [
+        f"the {' and '.join(named)} ax{'es' if len(named) > 1 else 'is'}"] * bool(named))
+
+
+def _summed(yours, right, scales, axes):
+    """How yours is the right one summed over some axes (kept as size 1 or not) in every case
+    where its shape is wrong, the same axes by name in each (right elsewhere); or None."""
+    common = None
+    for y, r, s in zip(yours, right, scales):
+        if y.shape == r.shape and close(y, r, s):
+            continue
+        found = set()
+        for n in range(1, r.ndim + 1):   # the fewest axes: one of size 1 kept changes nothing
+            if found:
+                break
+            for ks in itertools.combinations(range(r.ndim), n):
+                for keep in (False, True):
+                    t = r.sum(axis=ks, keepdims=keep)
+                    if t.shape == y.shape and close(y, t, max(s, float(np.abs(t).max(initial=0)))):
+                        found.add(_axes_named(ks, r.ndim, axes) + ", kept as size 1" * keep)
+        common = found if common is None else common & found
+    return common.pop() if common and len(common) == 1 else None
+
+
+def _shape(g, yours, right, scales, labels, axes=""):
     swapped = [np.swapaxes(y, -1, -2) if y.ndim >= 2 else y for y in yours]
     if all(y.ndim >= 2 and close(t, r, s) for y, t, r, s in zip(yours, swapped, right, scales)):
         return (f"your {g} is the right one transposed (its last two axes): {g} has the shape of "
@@ -161,15 +222,18 @@ def _shape(g, yours, right, scales, labels):
                     close(v.reshape(-1, *q.shape).sum(axis=0), q, s)
                     for v, q, s in zip(yours, right, scales) if v.shape[n:] == q.shape):
                 return line + ". Summed over its leading axes yours is right: sum over every row"
-            return line
+            summed = _summed(yours, right, scales, axes)
+            return line + (f": yours is the right one summed over {summed}" if summed else "")
     return None
 
 
 def _matches(yours, variant, right, scales):
-    """Yours is ``variant`` (to RTOL of the larger scale) wherever that is finite (0/0 where eps
-    is left out at C = 1), and the variant is not right."""
+    """Yours is ``variant`` (to RTOL of the larger scale) wherever that is finite, and the same
+    NaN or inf elsewhere but at no more than half the entries (0/0 where eps is left out at
+    C = 1, which yours may guard), and the variant is not right."""
     ok = [np.isfinite(v) for v in variant]
-    if 2 * sum(f.sum() for f in ok) < sum(f.size for f in ok):
+    if 2 * sum(np.sum(~f & (errors(y, v) != 0)) for y, v, f in zip(yours, variant, ok)) > sum(
+            f.size for f in ok):
         return False
     sc = [max(s, float(np.abs(v[f]).max(initial=0))) for v, f, s in zip(variant, ok, scales)]
     return all(np.all(errors(y[f], v[f]) <= RTOL * s) for y, v, f, s in zip(yours, variant, ok, sc)) \
@@ -208,7 +272,29 @@ def _ratios(yours, right, scales, labels):
         if len({round(k, 9) for k, _ in found}) > 1 else None
 
 
-def diagnose(g, yours, right, terms, labels, sizes, variants=(), others=None, constants=None):
+def _per_case(g, yours, right, terms, scales, labels, names, subsets):
+    """'in your dx, term 2 ..., is multiplied by 3 at <case>; by 6 at <case>' when some of the
+    terms (not all: ``_ratios``) are multiplied by one number per case, not the same in every
+    case, the others right."""
+    for ids in subsets[:-1]:
+        found = []
+        for y, r, t, s, label in zip(yours, right, terms, scales, labels):
+            part = sum(t[i][1] for i in ids)
+            rest, pp = y - (r - part), float(np.vdot(part, part))
+            c = float(np.vdot(rest, part)) / pp if pp else None
+            if not np.all(errors(rest, (c or 0) * part) <= RTOL * s * max(1.0, abs(c or 0))):
+                break
+            found += [(c, label)] * (c is not None and abs(c - 1) > 1e-9)
+        else:
+            if len({round(c, 9) for c, _ in found}) > 1:
+                return (f"in your {g}, " + ", and ".join(f"term {i + 1}, {names[i]}" for i in ids)
+                        + f", {'are' if len(ids) > 1 else 'is'} multiplied by a number per case: "
+                        + "; ".join(f"{number(c)} at {label}" for c, label in found))
+    return None
+
+
+def diagnose(g, yours, right, terms, labels, sizes, variants=(), others=None, constants=None,
+             axes="", quantities=()):
     """The verdict on gradient ``g``: (ok, lines), the first line "right" or "wrong: ...".
 
     Args:
@@ -216,14 +302,17 @@ def diagnose(g, yours, right, terms, labels, sizes, variants=(), others=None, co
         yours, right: one float64 array per case (the learner's, the layer's own).
         terms: per case, the named terms ``[(label, array)]`` that sum to ``right``.
         labels: per case, its description ("x (2, 3, 6)"); sizes: per case, ``{"C features": 6}``.
-        variants: (what changed, per case its terms of ``g``), read only as far as needed.
+        variants: (what changed, per case its terms of ``g``: the changed terms, or one array,
+            another layer's gradient), read only as far as needed.
         others: ``{gradient: (yours, right)}`` of every gradient of the backward, in its order.
         constants: ``{"k = sqrt(2/pi)": value}``, the formulas' constants.
+        axes: the letters of the gradient's last axes ("B H T hs"), for a shape.
+        quantities: (name, per case its array), the derivation's, that may multiply a term.
     """
     scales = [scale_of(r, t) for r, t in zip(right, terms)]
     if all(close(y, r, s) for y, r, s in zip(yours, right, scales)):
         return True, ["right"]
-    said = _other(g, yours, others or {}) or _shape(g, yours, right, scales, labels)
+    said = _other(g, yours, others or {}) or _shape(g, yours, right, scales, labels, axes)
     if said:
         return False, ["wrong: " + said]
     names, columns = [label for label, _ in terms[0]], [[a for _, a in t] for t in terms]
@@ -237,16 +326,32 @@ def diagnose(g, yours, right, terms, labels, sizes, variants=(), others=None, co
             return False, first + [f"your {g} {phrase}"]
     subsets = [c for k in range(1, len(names) + 1)
                for c in itertools.combinations(range(len(names)), k)]
-    for symbol, meaning, values in size_factors(sizes):
-        for scaled in subsets:
-            fs = fit(yours, right, [[a * (v if i in scaled else 1) for i, a in enumerate(c)]
-                                    for c, v in zip(columns, values)], scales)
-            if fs is not None and all(x in NICE for x in fs) and all(fs[i] for i in scaled):
-                return False, first + [explain(g, fs, names, scaled, symbol, meaning)]
-    said = next(filter(None, (_some_terms(g, yours, right, terms, scales, names, *v)
-                              for v in variants if " exchanged" not in v[0])), None) or (
+
+    def times(factors, ok):
+        """Some terms times a factor (symbol, meaning, per case its value), the factors ``ok``."""
+        for symbol, meaning, values in factors:
+            for scaled in subsets:
+                fs = fit(yours, right, [[a * (v if i in scaled else 1) for i, a in enumerate(c)]
+                                        for c, v in zip(columns, values)], scales)
+                if fs is not None and ok(fs, scaled):
+                    return explain(g, fs, names, scaled, symbol, meaning)
+        return None
+    known = size_factors(sizes)
+    said = times(known, lambda fs, scaled: all(x in NICE for x in fs) and all(
+        fs[i] for i in scaled)) or next(filter(None, (
+            _some_terms(g, yours, right, terms, scales, names, *v) for v in variants
+            if " exchanged" not in v[0] and len(v[1][0]) == len(names))), None) or (
         explain(g, f, names, constants=constants) if f is not None else
         _ratios(yours, right, scales, labels))
+    if said:
+        return False, first + [said]
+    more = [k for k in size_factors([{**a, **b} for a, b in zip(sizes, axis_sizes(right))])
+            if not any(np.allclose(k[2], o[2], rtol=1e-12) for o in known)]   # another axis's
+    more += [(name, "", vs) for name, vs in quantities
+             if all(_broadcasts(np.shape(v), r.shape) for v, r in zip(vs, right))]
+    said = times(more, lambda fs, scaled: all(   # one mistake: those terms times it, no more
+        fs[i] == 1 if i in scaled else fs[i] in (0, 1) for i in range(len(fs)))) or _per_case(
+        g, yours, right, terms, scales, labels, names, subsets)
     if said:
         return False, first + [said]
     wrong = [label for y, r, s, label in zip(yours, right, scales, labels) if not close(y, r, s)]

@@ -4,19 +4,30 @@ the quantities they are built from (``DERIVATIONS``: name -> (parts, terms)).
 * ``parts(dout, cache)``: the derivation's quantities, from what a backward gets: arrays, or
   rules ``p -> value`` computed from the others (``Parts``), so that a quantity put in
   another's place reaches all that is built on it. Some are there to be confused with the
-  right ones (``1 - t`` for tanh', ``rstd^3``, P without the mask).
+  right ones (``1 - t`` and ``1 + t^2`` for tanh', u for t, ``rstd^3``, P without the mask or
+  with the other triangle masked, the scores S for P, argmax(probs) for the targets).
 * ``terms(p)``: per gradient, its named terms ``[(label, array)]``, whose sum is the right
   gradient (a test holds it against the layer's backward).
 
-``variants`` changes one quantity at a time, for the diagnosis (``mistakes.py``).
+``variants`` changes one thing at a time, for the diagnosis (``mistakes.py``): a quantity left
+out, another in its place (the confusable ones above among them), two exchanged; then the small
+families of ``_neighbours``, general over every exercise: a quantity inverted, squared, its square
+root, put through a function of the forward (``FUNCTIONS``: softmax(P) where P belongs), an index
+shifted by one, a reduction (``reduction``) over another axis or with a factor moved across it;
+and another layer's backward (``OTHER_LAYERS``). ``quantities`` are the arrays a term may be
+multiplied by; ``AXES`` names the last axes of each gradient, for a shape.
 """
 import itertools
+import re
 import types
 
 import numpy as np
 
-from layers.gelu import GELU_C, GELU_K
+from layers.gelu import GELU_C, GELU_K, gelu_erf_backward
+from layers.layernorm import layernorm_backward
 from layers.rope import rotate_half
+from layers.silu import sigmoid_stable
+from layers.softmax import log_softmax_backward
 
 
 class Parts(dict):
@@ -46,15 +57,18 @@ def terms_of(ex, raw, shapes, put=None):
 
 
 def variants(ex, cases):
-    """The derivation with one quantity changed in every case: (what changed, per case
-    ``terms_of``): a quantity the terms read left out (1 in its place, the identity for a
-    function; the ones built from others first), another of as many axes in its place (the
-    forward's ``out`` among them), two of them exchanged."""
-    raws = [{**ex.parts(c.dout, c.cache), "out": c.out} for c in cases]
-    parts = [Parts(r) for r in raws]
+    """The derivation with one thing changed in every case: (what changed, per case
+    ``terms_of``, or per case ``{gradient: [(what, array)]}`` for another layer's backward).
+
+    First one quantity the terms read left out (1 in its place, the identity for a function;
+    the ones built from others first), another of as many axes in its place (the forward's
+    ``out`` among them), two of them exchanged. Then the families of ``_neighbours``: another
+    layer's backward, a quantity inverted, squared, its square root, put through a function of
+    the forward, an index shifted, a reduction over another axis or with a factor moved across
+    it."""
+    raws, parts, values = _quantities(ex, cases)
     ex.terms(parts[0])
     read = set(parts[0].read)
-    values = [{k: p[k] for k in r} for p, r in zip(parts, raws)]
     keys = [k for k, v in values[0].items()
             if isinstance(v, (np.ndarray, np.generic, types.FunctionType))]
     read = [k for k in keys if k in read]
@@ -65,26 +79,122 @@ def variants(ex, cases):
 
     def one(x):
         return (lambda y: y) if callable(x) else np.ones_like(x)
-    changes = [(f"leaves out {a}", [{a: one(v[a])} for v in values]) for a in read[::-1]]
+    changes = [(f"leaves out {a}", [{a: one(v[a])} for v in values]) for a in read[::-1]
+               if not _kind(values[0][a], "iu")]
     changes += [(f"has {b} in place of {a}", [{a: v[b]} for v in values])
                 for a in read for b in keys if b != a and alike(a, b)]
     changes += [(f"has {a} and {b} exchanged", [{a: v[b], b: v[a]} for v in values])
                 for a, b in itertools.combinations(read, 2) if alike(a, b)]
-    for what, puts in changes:
-        try:
-            yield what, [terms_of(ex, r, dict(zip(ex.grads, map(np.shape, c.right))), put)
-                         for r, c, put in zip(raws, cases, puts)]
-        except (ValueError, IndexError, TypeError):   # it does not fit where it is put
-            continue
+    shapes = [dict(zip(ex.grads, map(np.shape, c.right))) for c in cases]
+    with np.errstate(all="ignore"):
+        for what, backward in OTHER_LAYERS.get(ex.name, ()):
+            yield what, [{g: [(what, np.broadcast_to(a, s[g]))] for g, a in
+                          backward(c.dout, c.cache).items()} for c, s in zip(cases, shapes)]
+        for what, puts in changes + _neighbours(ex, read, values, parts):
+            try:
+                yield what, [terms_of(ex, r, s, put) for r, s, put in zip(raws, shapes, puts)]
+            except (ValueError, IndexError, TypeError):   # it does not fit where it is put
+                continue
 
 
-def _mean(a):
-    return np.mean(a, axis=-1, keepdims=True)       # over the features of each row
+def _quantities(ex, cases):
+    """Per case: its quantities as ``parts`` gives them (and the forward's ``out``), as
+    ``Parts``, and every one's value."""
+    raws = [{**ex.parts(c.dout, c.cache), "out": c.out} for c in cases]
+    parts = [Parts(r) for r in raws]
+    with np.errstate(all="ignore"):
+        return raws, parts, [{k: p[k] for k in r} for p, r in zip(parts, raws)]
+
+
+def quantities(ex, cases):
+    """(name, per case its array) of each of the derivation's floating arrays that is not a
+    constant of the case, for the diagnosis: a term multiplied by one of them."""
+    values = _quantities(ex, cases)[2]
+    return [(k, [v[k] for v in values]) for k in values[0]
+            if all(_kind(v[k], "f") and np.ndim(v[k]) for v in values)]
+
+
+def _kind(value, kinds):
+    """Whether ``value`` is an array (not a function) of one of the dtype ``kinds`` ("f", "iu")."""
+    return not callable(value) and np.asarray(value).dtype.kind in kinds
+
+
+def _bare(name):
+    """A quantity's name without what it is: "tanh'(u)" of "tanh'(u) = 1 - t^2"."""
+    return name.split(" = ")[0].split(" (")[0]
+
+
+def _symbol(name):
+    """A quantity's name as a factor: "tanh'(u)", "rstd", "(dy * y)"."""
+    s = _bare(name)
+    return s if re.fullmatch(r"[\w']+(\(.*\))?", s) else f"({s})"
+
+
+def _neighbours(ex, read, values, parts):
+    """The changes of one named quantity beyond another in its place, each a small family, as
+    (what changed, per case {quantity: its value}): a quantity (of those the terms read)
+    inverted (a division where a multiplication belongs), squared or its square root (an array,
+    not a constant of the case: those are the sizes' factors), put through a function of the
+    forward (``FUNCTIONS``); an index shifted by one; a reduction over another axis, or with a
+    factor moved into or out of it (the inner product where the outer one belongs)."""
+    floats = [a for a in read if _kind(values[0][a], "f")]
+    arrays = [a for a in floats if all(np.ndim(v[a]) for v in values)]
+    functions = [(fmt, [rule(p) for p in parts]) for fmt, rule in FUNCTIONS.get(ex.name, {}).items()]
+    found = [(f"divides by {_bare(a)} where it multiplies by it",
+              [{a: 1 / v[a]} for v in values]) for a in floats]
+    for a in arrays:
+        bare = _bare(a)
+        found += [(f"has {_symbol(a)}^2 in place of {a}", [{a: v[a] * v[a]} for v in values]),
+                  (f"has sqrt({bare}) in place of {a}", [{a: np.sqrt(v[a])} for v in values])]
+        found += [(f"has {fmt.format(bare)} in place of {a}", [{a: f(v[a])} for f, v in zip(fs, values)])
+                  for fmt, fs in functions]
+    for a in (a for a in read if _kind(values[0][a], "iu")):
+        found += [(f"has {a} {sign} 1 in place of {a}", [{a: v[a] + step} for v in values])
+                  for sign, step in (("-", -1), ("+", 1))]
+    for r in (r for r in read if hasattr(values[0][r], "how")):
+        how = values[0][r].how
+        found += [(f"has the {how} over axis {k} in place of {r}",
+                   [{r: reduction(how, k)} for v in values]) for k in (0, -1, -2, 1)
+                  if any(v[r].axis != k for v in values)]
+        for a in arrays:
+            found += [(what.format(a=a, r=r), [{r: _moved(v[r], v[a], way)} for v in values])
+                      for way, what in MOVED.items()]
+    return found
+
+
+MOVED = {   # a factor {a} moved across a reduction {r} (``_moved``)
+    "out": "has {a} outside {r}, where it belongs inside",
+    "in": "has {a} inside {r}, where it belongs outside",
+    "inner": "has {a} inside {r} in place of what it multiplies: an inner product of {a} with "
+             "itself where the outer product belongs"}
+
+
+def _moved(R, F, way):
+    """The reduction R with the factor F moved across it, where the terms write R (``MOVED``):
+    "out" makes their R(G F) F R(G); "in" makes their F R(G) R(F G); "inner" makes their
+    F R(G F) G R(F F). A division by F counts 0 where F is 0: that is a learner's value where F
+    is 0 on a whole row (xhat at C = 1); elsewhere the variant is no learner's, and names
+    nothing."""
+    def over(a, b):
+        return np.divide(a, b, out=np.zeros(np.broadcast_shapes(np.shape(a), np.shape(b))),
+                         where=b != 0)
+    return {"out": lambda a: F * R(over(a, F)), "in": lambda a: over(R(a * F), F),
+            "inner": lambda a: over(a, F * F) * R(F * F)}[way]
+
+
+def reduction(how, axis):
+    """``np.<how>(a, axis, keepdims=True)`` ("mean" or "sum"; ``axis`` None: every entry), a
+    function that says what it is (``.how``, ``.axis``): the diagnosis tries it over another
+    axis, or with a factor moved across it (``variants``)."""
+    def reduce(a):
+        return getattr(np, how)(a, axis=axis, keepdims=True)
+    reduce.how, reduce.axis = how, axis
+    return reduce
 
 
 EVERY = {   # a reduction over every entry where one over a row belongs (an axis left out)
-    "the mean over every entry (no axis)": lambda p: lambda a: np.mean(a, keepdims=True),
-    "the sum over every entry (no axis)": lambda p: lambda a: np.sum(a, keepdims=True)}
+    "the mean over every entry (no axis)": lambda p: reduction("mean", None),
+    "the sum over every entry (no axis)": lambda p: reduction("sum", None)}
 
 
 def _rows(a):
@@ -103,10 +213,10 @@ def _norm_parts(no_eps):
     def parts(dout, cache):
         xhat, weight, rstd = cache
         with np.errstate(all="ignore"):   # 0/0 where a row is constant: C = 1
-            rstd0 = rstd / np.sqrt(_mean(xhat * xhat))
+            rstd0 = rstd / np.sqrt(np.mean(xhat * xhat, axis=-1, keepdims=True))
         return {"dout": dout, "xhat": xhat, "weight": weight, "rstd": rstd,
                 "dxhat": lambda p: p["dout"] * p["weight"], "rstd^3": rstd ** 3, no_eps: rstd0,
-                "the mean over the row": lambda p: _mean, **EVERY}
+                "the mean over the row": lambda p: reduction("mean", -1), **EVERY}
     return parts
 
 
@@ -174,19 +284,25 @@ def _rope_terms(p):
 def _softmax_parts(dy, cache):
     y, axis = cache
     return {"dy": dy, "y": y, "dy * y": lambda p: p["dy"] * p["y"],
-            "the sum along the axis": lambda p: lambda a: np.sum(a, axis=axis, keepdims=True),
+            "the sum along the axis": lambda p: reduction("sum", axis),
             "sum(dy * y)": lambda p: p["the sum along the axis"](p["dy * y"]), **EVERY}
 
 
 # ----------------------------------------------------------------------------- cross-entropy
 # dlogits = (probs - onehot(targets)) * dloss / N        (reduction "mean")
 
-def _cross_entropy_parts(dloss, cache):
-    probs, t, valid, eps, reduction, count, shape = cache
-    onehot = np.zeros_like(probs)
+def _onehot(t, like):
+    onehot = np.zeros_like(like)
     onehot[np.arange(len(t)), t] = 1
-    return {"dloss": dloss, "probs": probs, "onehot(targets)": onehot,
-            "1/N": np.asarray(1 / count, probs.dtype), "shape": lambda p: shape}
+    return onehot
+
+
+def _cross_entropy_parts(dloss, cache):
+    probs, t, _, _, _, count, shape = cache
+    return {"dloss": dloss, "probs": probs, "targets": t,
+            "onehot(targets)": lambda p: _onehot(p["targets"], p["probs"]),
+            "1/N": np.asarray(1 / count, probs.dtype), "shape": lambda p: shape,
+            "argmax(probs)": probs.argmax(axis=-1)}
 
 
 def _cross_entropy_terms(p):
@@ -200,20 +316,25 @@ def _cross_entropy_terms(p):
 # ----------------------------------------------------------------------------- attention
 # dP = dout v^T, dS = P * dP - P * rowsum(P * dP); dq = dS k / sqrt(hs), dk = dS^T q / sqrt(hs)
 
-def _softmax_rows(S, mask):
-    S = np.where(np.triu(np.ones(S.shape[-2:], bool), 1), -np.inf, S) if mask else S
-    e = np.exp(S - S.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
+def _softmax(axis):
+    def softmax(a):
+        e = np.exp(a - a.max(axis=axis, keepdims=True))
+        return e / e.sum(axis=axis, keepdims=True)
+    return softmax
 
 
 def _attention_parts(dout, cache):
     q, k, v, P, scale = cache
     S = q @ _T(k) * scale
+    T = np.ones(S.shape[-2:], bool)
     return {"dout": dout, "q": q, "k": k, "v": v, "P": P, "1/sqrt(hs)": np.asarray(scale),
-            "a transpose (^T)": lambda p: _T, "P without the causal mask": _softmax_rows(S, False),
-            "P with the causal mask": _softmax_rows(S, True),
+            "a transpose (^T)": lambda p: _T, "P without the causal mask": _softmax(-1)(S),
+            "P with the causal mask": _softmax(-1)(np.where(np.triu(T, 1), -np.inf, S)),
+            "P with the other triangle masked (keys j < i)":
+                _softmax(-1)(np.where(np.tril(T, -1), -np.inf, S)),
+            "S = q k^T / sqrt(hs)": S,
             "P * dP": lambda p: p["P"] * (p["dout"] @ _T(p["v"])),
-            "the sum over the row": lambda p: lambda a: np.sum(a, axis=-1, keepdims=True),
+            "the sum over the row": lambda p: reduction("sum", -1),
             "P rowsum(P * dP)": lambda p: p["P"] * p["the sum over the row"](p["P * dP"]), **EVERY}
 
 
@@ -256,7 +377,10 @@ DERIVATIONS = {
                 _norm_terms(0, "the projection, the path through mean(x^2)")),
     "gelu": (lambda dout, c: {"dout": dout, "x": c[0], "t": c[1], "1 - t": lambda p: 1 - p["t"],
                               "x^2": lambda p: p["x"] * p["x"],
-                              "tanh'(u) = 1 - t^2": lambda p: 1 - p["t"] * p["t"]}, _gelu_terms),
+                              "tanh'(u) = 1 - t^2": lambda p: 1 - p["t"] * p["t"],
+                              "1 + t^2": lambda p: 1 + p["t"] * p["t"],
+                              "u = k (x + c x^3)": lambda p: GELU_K * (p["x"] + GELU_C * p["x"] ** 3)},
+             _gelu_terms),
     "relu2": (lambda dout, r: {"dout": dout, "r": r,
                                "x > 0": lambda p: (p["r"] > 0).astype(p["r"].dtype)},
               lambda p: {"dx": [("2 r (d(r^2)/dr, with r = max(x, 0))", p["dout"] * 2 * p["r"])]}),
@@ -281,6 +405,42 @@ DERIVATIONS = {
                           "dweight": [("dout^T x", p["dout"].T @ p["x"])],
                           "dbias": [("sum over rows of dout", p["dout"].sum(0))]}),
     "embedding": (lambda dout, c: {"dout": dout.reshape(-1, c[1][1]), "idx": c[0],
-                                   "shape": lambda p: c[1], "dtype": lambda p: c[2]},
+                                   "shape": lambda p: c[1], "dtype": lambda p: c[2],
+                                   "k (the times its row was looked up)":
+                                       np.bincount(c[0], minlength=c[1][0])[:, None].astype(c[2])},
                   _embedding_terms),
+}
+
+LOG_EXP = {"exp({})": lambda p: np.exp, "log({})": lambda p: np.log}   # softmax's, log-softmax's
+
+FUNCTIONS = {   # the forward's functions, which a backward may put where they do not belong
+    "gelu": {"tanh({})": lambda p: np.tanh},
+    "relu2": {"max({}, 0)": lambda p: lambda a: np.maximum(a, 0)},
+    "silu": {"sigmoid({})": lambda p: sigmoid_stable},
+    "swiglu": {"sigmoid({})": lambda p: sigmoid_stable,
+               "silu({})": lambda p: lambda a: a * sigmoid_stable(a)},
+    "softmax": {"softmax({})": lambda p: _softmax(p["the sum along the axis"].axis),
+                **LOG_EXP},
+    "cross_entropy": {"softmax({})": lambda p: _softmax(-1), **LOG_EXP},
+    "attention": {"softmax({})": lambda p: _softmax(-1), **LOG_EXP},
+}
+
+OTHER_LAYERS = {   # another layer's backward a learner may write for this one, as it reads
+    "softmax": [("is log-softmax's backward, dy - y * sum(dy), where softmax's belongs",
+                 lambda dy, c: {"dx": log_softmax_backward(dy, (np.log(c[0]), c[1]))})],
+    "rmsnorm": [("is LayerNorm's backward (with the path through the mean), where RMSNorm's "
+                 "belongs", lambda dout, c: {"dx": layernorm_backward(dout, c)[0]})],
+    "gelu": [("is the exact GELU's backward, Phi(x) + x phi(x) with Phi(x) = 0.5 (1 + t), where "
+              "the tanh form's belongs",
+              lambda dout, c: {"dx": gelu_erf_backward(dout, (c[0], 0.5 * (1 + c[1])))})],
+    "relu2": [("is ReLU's backward, dout * (x > 0), where ReLU²'s belongs",
+               lambda dout, r: {"dx": dout * (r > 0)})],
+}
+
+AXES = {   # the letters of each gradient's last axes (docs/derivations.md), for its shape
+    "layernorm": {"dx": "C", "dweight": "C", "dbias": "C"}, "rmsnorm": {"dx": "C", "dweight": "C"},
+    "swiglu": {"dx": "C", "dw_gate": "H C", "dw_up": "H C", "dw_down": "O H"},
+    "rope": {"dx": "B H T hs"}, "cross_entropy": {"dlogits": "V"},
+    "attention": {"dq": "B H T hs", "dk": "B H T hs", "dv": "B H T hv"},
+    "linear": {"dx": "C", "dweight": "O C", "dbias": "O"}, "embedding": {"dweight": "V C"},
 }
