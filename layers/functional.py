@@ -18,7 +18,7 @@ from typing import Optional
 
 import numpy as np
 
-from minigrad import Tensor
+from minigrad import Tensor, broadcast_to
 
 from . import rope
 from .attention import AttentionFunction, MaskedAttentionFunction, MultiHeadAttentionFunction
@@ -482,8 +482,12 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             raise ValueError(f"{fn}: give attn_mask or is_causal, not both (as PyTorch)")
         attn_mask = attention_mask(attn_mask, scores, qa, fn)
     scale = None if scale is None else finite_number(scale, "scale", fn)
-    function = MaskedAttentionFunction if isinstance(attn_mask, Tensor) else AttentionFunction
-    return function.apply(q, k, v, attn_mask, is_causal=is_causal, scale=scale)
+    q, k, v = (t if a.shape[:-2] == scores[:-2] else broadcast_to(t, scores[:-2] + a.shape[-2:])
+               for t, a in ((q, qa), (k, ka), (v, va)))  # one batch shape: broadcast_to's
+    if isinstance(attn_mask, Tensor):                     # backward sums each gradient back
+        return MaskedAttentionFunction.apply(q, k, v, broadcast_to(attn_mask, scores),
+                                             is_causal=is_causal, scale=scale)
+    return AttentionFunction.apply(q, k, v, attn_mask, is_causal=is_causal, scale=scale)
 
 
 def multi_head_attention(qkv, n_heads, is_causal=False):
