@@ -234,9 +234,10 @@ def attention_mask(t: Any, shape: Tuple[int, ...], qa: np.ndarray, fn: str) -> A
     if not ok:
         raise ValueError(f"{fn}: attn_mask of shape {a.shape} does not broadcast to the "
                          f"scores' shape {shape} (..., Tq, Tk)")
-    if a.dtype == bool or a.dtype == qa.dtype:
-        return t if isinstance(t, Tensor) and a.dtype != bool else a
-    return t.astype(qa.dtype) if isinstance(t, Tensor) else a.astype(qa.dtype)
+    if a.dtype == bool:
+        return a                                          # a constant
+    t = t if isinstance(t, Tensor) else a
+    return t if a.dtype == qa.dtype else t.astype(qa.dtype)
 
 
 # ------------------------------------------------------------------------- scalar arguments

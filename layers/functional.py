@@ -255,7 +255,7 @@ def softmax(input, dim=-1, *, dtype=None, axis=None):
             ``axis`` given.
         IndexError: dim out of range (as PyTorch).
     """
-    return _normalize(SoftmaxFunction, input, dim, dtype, axis, "softmax")
+    return _softmax_face(SoftmaxFunction, input, dim, dtype, axis, "softmax")
 
 
 def log_softmax(input, dim=-1, *, dtype=None, axis=None):
@@ -264,10 +264,10 @@ def log_softmax(input, dim=-1, *, dtype=None, axis=None):
 
     Args, Returns, Raises: as ``softmax`` (a 0-d input gives 0).
     """
-    return _normalize(LogSoftmaxFunction, input, dim, dtype, axis, "log_softmax")
+    return _softmax_face(LogSoftmaxFunction, input, dim, dtype, axis, "log_softmax")
 
 
-def _normalize(function, input, dim, dtype, axis, fn):
+def _softmax_face(function, input, dim, dtype, axis, fn):
     """softmax's or log_softmax's arguments handled (dim/axis, the dtype cast, a 0-d input as
     one axis, an empty input), then ``function.apply``."""
     dim = alias(dim, axis, "dim", "axis", -1, fn)

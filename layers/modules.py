@@ -92,11 +92,10 @@ class LayerNorm(Module):
         self.function = _function(LayerNormFunction, layernorm_forward, backward)
 
     def forward(self, input: Tensor) -> Tensor:
-        one = np.ones(self.normalized_shape, dtype=input.dtype)   # no weight: gain 1
-        weight = one if self.weight is None else self.weight
-        bias = np.zeros_like(one) if self.bias is None else self.bias   # no bias: shift 0
-        return _normalize(self.function, input, len(self.normalized_shape), (weight, bias),
-                          self.eps)
+        shape, dt = self.normalized_shape, input.dtype
+        weight = np.ones(shape, dt) if self.weight is None else self.weight   # gain 1
+        bias = np.zeros(shape, dt) if self.bias is None else self.bias        # shift 0
+        return _normalize(self.function, input, len(shape), (weight, bias), self.eps)
 
 
 class Identity(Module):
