@@ -1,19 +1,20 @@
-"""Scaled dot-product attention core, optionally causal, as ONE autograd node.
+"""Scaled dot-product attention core, optionally causal or masked, as ONE autograd node.
 
 Shapes: B batch, H heads, T sequence length (Tq queries, Tk keys; Tq = Tk = T in the GPT), hs head
-size. q (B, H, Tq, hs), k (B, H, Tk, hs), v (B, H, Tk, hv); any leading batch dims, identical for
-q, k and v (no broadcasting between them).
+size. q (B, H, Tq, hs), k (B, H, Tk, hs), v (B, H, Tk, hv); any leading batch dims, broadcast
+between q, k and v as ``@`` broadcasts them (the engine sums each gradient back to its shape).
 
 Forward (Vaswani et al. 2017, "Attention Is All You Need", eq. 1; causal mask as in GPT)::
 
-    S = q k^T / sqrt(hs)                    (B, H, Tq, Tk)   scores
+    S = q k^T / sqrt(hs) + M                (B, H, Tq, Tk)   scores
+    M = attn_mask (float: added) | 0 where True, -inf where False (bool)   broadcast to S
     S_ij = -inf where j > i   (is_causal; top-left aligned, as torch's is_causal)
     P = softmax(S)  along the last axis     (B, H, Tq, Tk)   attention weights
     out = P v                               (B, H, Tq, hv)
 
-Under the causal mask row i always sees position 0, so every row has a finite max, the masked
-entries become exp(-inf) = 0 exactly, and no NaN can appear. P is exactly 0 at future positions,
-so every gradient that flows to a future token is exactly 0.
+Masked entries become exp(-inf) = 0 exactly: P is 0 there, so every gradient that flows to a
+hidden key is exactly 0. A row that sees no key at all (masked everywhere, or Tk = 0) gets P = 0
+and out = 0, as PyTorch; under the causal mask alone row i always sees position 0.
 
 Cache: q, k, v (references to the inputs) and P (B, H, Tq, Tk). P is the one intermediate that
 both backward products need; recomputing it would cost a second matmul and softmax (the
@@ -26,6 +27,8 @@ Backward (the matmul rule dA = dC B^T, dB = A^T dC twice, and the softmax JVP be
     dS = P * dP - P * rowsum(P * dP)         (B, H, Tq, Tk)   softmax JVP; 0 where masked
     dq = dS k / sqrt(hs)                     (B, H, Tq, hs)
     dk = dS^T q / sqrt(hs)                   (B, H, Tk, hs)
+    dM = dS                                  (a float attn_mask: it is added to S;
+                                              attention_mask_backward)
 
 Derivation: docs/derivations.md, section Attention.
 
@@ -55,11 +58,13 @@ def _future_mask(tq, tk):
     return np.triu(np.ones((tq, tk), dtype=bool), k=1)
 
 
-def attention_forward(q, k, v, is_causal=False, scale=None):
+def attention_forward(q, k, v, attn_mask=None, is_causal=False, scale=None):
     """``softmax(q k^T * scale + mask) v``, scale = 1/sqrt(hs) unless given.
 
     Args:
         q (np.ndarray): (..., Tq, hs); k (..., Tk, hs); v (..., Tk, hv); one floating dtype.
+        attn_mask (np.ndarray | None): broadcasts to (..., Tq, Tk); bool (True: the key takes
+            part) or of q's dtype (added to the scores).
         is_causal (bool): mask keys j > i.
         scale (float | None): the factor of the scores; None for 1/sqrt(hs).
 
@@ -70,8 +75,11 @@ def attention_forward(q, k, v, is_causal=False, scale=None):
     S = (q @ np.swapaxes(k, -1, -2)) * scale          # (B, H, Tq, Tk) scores
     if is_causal:
         S = np.where(_future_mask(S.shape[-2], S.shape[-1]), -np.inf, S)  # -inf where j > i
-    e = np.exp(S - np.max(S, axis=-1, keepdims=True))  # row max finite: column 0 is visible
-    P = e / np.sum(e, axis=-1, keepdims=True)         # softmax(S); exactly 0 where masked
+    if attn_mask is not None:                         # bool: -inf where False; float: added
+        S = np.where(attn_mask, S, -np.inf) if attn_mask.dtype == bool else S + attn_mask
+    m = np.max(S, axis=-1, keepdims=True, initial=-np.inf)   # -inf: the row sees no key
+    e = np.exp(S - np.maximum(m, np.finfo(S.dtype).min))     # such a row: e = 0
+    P = e / np.maximum(np.sum(e, axis=-1, keepdims=True), 1)  # softmax(S); 0 where masked
     out = P @ v                                       # (B, H, Tq, hv)
     return out, (q, k, v, P, scale)
 
@@ -84,7 +92,7 @@ def attention_backward(dout, cache):
         cache: (q, k, v, P, scale) from ``attention_forward``.
 
     Returns:
-        (dq, dk, dv): each with its input's shape and dtype.
+        (dq, dk, dv): of the broadcast batch shape (the engine sums each to its input's shape).
     """
     q, k, v, P, scale = cache
     dv = np.swapaxes(P, -1, -2) @ dout                         # dv = P^T dout   (B, H, Tk, hv)
@@ -96,7 +104,18 @@ def attention_backward(dout, cache):
     return dq, dk, dv
 
 
+def attention_mask_backward(dout, cache):
+    """``attention_backward``'s (dq, dk, dv) and dmask = dS, the gradient of a float attn_mask
+    (it is added to the scores S), of the scores' shape."""
+    q, k, v, P, scale = cache
+    dP = dout @ np.swapaxes(v, -1, -2)                         # (B, H, Tq, Tk)
+    dS = P * dP - P * np.sum(P * dP, axis=-1, keepdims=True)   # softmax JVP
+    return (*attention_backward(dout, cache), dS)              # dmask = dS
+
+
 AttentionFunction = from_pair(attention_forward, attention_backward, "AttentionFunction")
+MaskedAttentionFunction = from_pair(attention_forward, attention_mask_backward,
+                                    "MaskedAttentionFunction")   # a mask with a gradient
 
 
 def _heads(a, n_heads, parts):
@@ -117,7 +136,7 @@ def multi_head_attention_forward(qkv, n_heads=1, is_causal=False):
     """
     B, T, _ = qkv.shape
     q, k, v = _heads(qkv, n_heads, 3)                   # (B, H, T, hs) views each
-    y, cache = attention_forward(q, k, v, is_causal)
+    y, cache = attention_forward(q, k, v, is_causal=is_causal)
     return y.transpose(0, 2, 1, 3).reshape(B, T, -1), (*cache, n_heads)   # (B, T, C)
 
 

@@ -148,19 +148,17 @@ def last_dim(a: np.ndarray, fn: str, what: str, name: str = "x") -> int:
 
 
 def axis_index(axis: Any, a: np.ndarray, fn: str) -> int:
-    """``int(axis)`` for an axis of x's array ``a`` (PyTorch's ``dim``): an integer with
-    -ndim <= axis < ndim, of an axis that is not empty.
+    """``int(axis)`` for an axis of the input's array ``a`` (PyTorch's ``dim``): an integer with
+    -ndim <= axis < ndim, where a 0-d input counts as one axis (0 and -1), as in PyTorch.
 
     Raises:
         TypeError: a non-integer axis.
-        ValueError: a 0-d x, an axis out of range, or an empty axis.
+        IndexError: an axis out of range (PyTorch's IndexError).
     """
-    axis = integer(axis, "axis", fn)
-    last_dim(a, fn, "the one to normalise")
-    if not -a.ndim <= axis < a.ndim:
-        raise ValueError(f"{fn}: axis {axis} out of range for x of shape {a.shape}")
-    if a.shape[axis] == 0:
-        raise ValueError(f"{fn}: axis {axis} of x (shape {a.shape}) is empty")
+    axis = integer(axis, "dim", fn)
+    n = max(a.ndim, 1)
+    if not -n <= axis < n:
+        raise IndexError(f"{fn}: dim {axis} out of range for input of shape {a.shape}")
     return axis
 
 
@@ -197,6 +195,49 @@ def index_range(a: np.ndarray, n: int, name: str, fn: str, what: str = "index",
         ignored = "" if ignore_index is None else f"; ignore_index is {ignore_index}"
         raise IndexError(f"{fn}: {what} {first} out of range [0, {n}) in {name} "
                          f"({int(bad.sum())} of {a.size} out of range{ignored})")
+
+
+def class_weight(t: Any, C: int, xa: np.ndarray, fn: str) -> np.ndarray:
+    """cross_entropy's ``weight``: a constant (C,) array of the input's dtype, one rescaling
+    weight per class.
+
+    Raises:
+        TypeError: a non-floating dtype, or not the input's dtype (as in PyTorch).
+        ValueError: a shape other than (C,), or a Tensor that requires grad (PyTorch's
+            cross_entropy is not differentiable with respect to weight either).
+    """
+    if isinstance(t, Tensor) and t.requires_grad:
+        raise ValueError(f"{fn}: weight requires grad, but the class weights are constants; "
+                         f"pass weight.detach()")
+    _, a = float_input(t, "weight", fn)
+    shape_is(a, (C,), "weight", fn, f" (one weight per class, C = {C})")
+    same_dtype(a, "weight", xa, "input", fn)
+    return a
+
+
+def attention_mask(t: Any, shape: Tuple[int, ...], qa: np.ndarray, fn: str) -> Any:
+    """The operand of attention's ``attn_mask``: a bool array (True: the key takes part), or
+    a float mask (a Tensor keeps its gradient) cast to query's dtype, added to the scores. It
+    must broadcast to the scores' ``shape`` (..., Tq, Tk) without enlarging it.
+
+    Raises:
+        TypeError: a dtype neither bool nor floating.
+        ValueError: a shape that does not broadcast to the scores'.
+    """
+    a = t.data if isinstance(t, Tensor) else np.asarray(t)
+    if a.dtype != bool and not np.issubdtype(a.dtype, np.floating):
+        raise TypeError(f"{fn}: attn_mask must be bool or floating, got {a.dtype}")
+    try:
+        ok = np.broadcast_shapes(a.shape, shape) == shape
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"{fn}: attn_mask of shape {a.shape} does not broadcast to the "
+                         f"scores' shape {shape} (..., Tq, Tk)")
+    if a.dtype == bool:
+        return a                                          # a constant
+    t = t if isinstance(t, Tensor) else a
+    return t if a.dtype == qa.dtype else t.astype(qa.dtype)
 
 
 # ------------------------------------------------------------------------- scalar arguments
@@ -264,6 +305,20 @@ def positive_number(v: Any, name: str, fn: str) -> float:
     return float(v)
 
 
+def finite_number(v: Any, name: str, fn: str) -> float:
+    """``float(v)`` for a real argument that must be finite (bools refused).
+
+    Raises:
+        TypeError: if ``v`` is not a real number.
+        ValueError: if it is NaN or infinite.
+    """
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise TypeError(f"{fn}: {name} must be a number, got {v!r}")
+    if not np.isfinite(v):
+        raise ValueError(f"{fn}: {name} must be a finite number, got {v!r}")
+    return float(v)
+
+
 def unit_interval(v: Any, name: str, fn: str) -> float:
     """``float(v)`` for a real argument in [0, 1] (bools refused).
 
@@ -312,6 +367,17 @@ def alias(value: Any, other: Any, name: str, other_name: str, default: Any, fn: 
     return other
 
 
+def not_implemented(v: Any, default: Any, name: str, fn: str, instead: str = "") -> None:
+    """Refuse a PyTorch argument whose other values are not implemented: ``v`` must equal
+    ``default``; ``instead`` ends the message (what to do instead).
+
+    Raises:
+        NotImplementedError: naming the argument and its value.
+    """
+    if not (v is default or (isinstance(v, (numbers.Number, str)) and v == default)):
+        raise NotImplementedError(f"{fn}: {name}={v!r} is not implemented{instead}")
+
+
 def generator(rng: Any) -> np.random.Generator:
     """A Module's init source: ``rng`` itself, or a fresh unseeded Generator for None.
 
@@ -326,12 +392,13 @@ def generator(rng: Any) -> np.random.Generator:
 
 
 def float_dtype(dtype: Any, fn: str) -> np.dtype:
-    """``np.dtype(dtype)`` for a dtype argument, which must be floating.
+    """``np.dtype(dtype)`` for a dtype argument, which must be floating; None is float32,
+    PyTorch's default dtype (``np.dtype(None)`` would be float64).
 
     Raises:
         TypeError: if it is not floating (e.g. int32).
     """
-    dt = np.dtype(dtype)
+    dt = np.dtype(np.float32 if dtype is None else dtype)
     if not np.issubdtype(dt, np.floating):
         raise TypeError(f"{fn}: dtype must be a floating dtype, got {dt}")
     return dt
@@ -351,22 +418,26 @@ def divides(n_heads: int, d_model: int, fn: str) -> int:
     return d_model // n_heads
 
 
-def qkv_shapes(qa: np.ndarray, ka: np.ndarray, va: np.ndarray, fn: str) -> None:
-    """Check that attention's q (..., Tq, hs), k (..., Tk, hs), v (..., Tk, hv) fit together:
-    the same leading dims, q and k of one head size, k and v of one length, and none empty.
+def qkv_shapes(qa: np.ndarray, ka: np.ndarray, va: np.ndarray, fn: str) -> Tuple[int, ...]:
+    """The scores' shape (..., Tq, Tk) of attention's q (..., Tq, hs), k (..., Tk, hs) and
+    v (..., Tk, hv), after checking that they fit: leading dims that broadcast together (as
+    PyTorch's), q and k of one head size hs >= 1, k and v of one length.
 
     Raises:
         ValueError: naming the shapes that do not fit.
     """
-    if not (qa.shape[:-2] == ka.shape[:-2] == va.shape[:-2]):
+    try:
+        lead = np.broadcast_shapes(qa.shape[:-2], ka.shape[:-2], va.shape[:-2])
+    except ValueError:
         raise ValueError(f"{fn}: leading dims of q {qa.shape}, k {ka.shape}, v {va.shape} "
-                         f"must be equal")
+                         f"do not broadcast together") from None
     if qa.shape[-1] != ka.shape[-1]:
         raise ValueError(f"{fn}: q and k head sizes differ: q {qa.shape}, k {ka.shape}")
     if ka.shape[-2] != va.shape[-2]:
         raise ValueError(f"{fn}: k and v lengths differ: k {ka.shape}, v {va.shape}")
-    if qa.shape[-2] == 0 or ka.shape[-2] == 0 or qa.shape[-1] == 0:
-        raise ValueError(f"{fn}: empty sequence or head: q {qa.shape}, k {ka.shape}")
+    if qa.shape[-1] == 0:
+        raise ValueError(f"{fn}: empty head (hs = 0): q {qa.shape}, k {ka.shape}")
+    return lead + (qa.shape[-2], ka.shape[-2])
 
 
 def packed_qkv(a: np.ndarray, fn: str) -> None:

@@ -7,7 +7,10 @@ wording shared with the Modules and ``gpt``), then applies one autograd node, th
 that ``from_pair`` made of the layer's NumPy pair in ``layers/<name>.py``; the derivation is
 that file's docstring and ``docs/derivations.md``. Float inputs are ``minigrad.Tensor``s (a
 plain array is a constant); integer indices/targets and the RoPE cos/sin cache may be arrays or
-Tensors.
+Tensors. What PyTorch's signature offers beyond the layer's maths (a ``dtype`` cast, the class
+axis of ``cross_entropy`` moved last, its class weights and probability targets, attention's
+broadcasting) is handled here, with the engine's ops, around that node; what is not offered
+raises ``NotImplementedError`` (listed in docs/pytorch.md).
 """
 from __future__ import annotations
 
@@ -15,13 +18,14 @@ from typing import Optional
 
 import numpy as np
 
-from minigrad import Tensor
+from minigrad import Tensor, broadcast_to
 
 from . import rope
-from .attention import AttentionFunction, MultiHeadAttentionFunction
-from .checks import (alias, axis_index, boolean, check_eps, choice, divides, even_head_dim,
-                     flat_param, float_dtype, float_input, index_range, int_input, integer,
-                     last_dim, matrix_input, norm_param, normalized_axes, packed_qkv,
+from .attention import AttentionFunction, MaskedAttentionFunction, MultiHeadAttentionFunction
+from .checks import (alias, attention_mask, axis_index, boolean, check_eps, choice,
+                     class_weight, divides, even_head_dim, finite_number, flat_param,
+                     float_dtype, float_input, index_range, int_input, integer, last_dim,
+                     matrix_input, norm_param, normalized_axes, not_implemented, packed_qkv,
                      positive_int, positive_number, qkv_shapes, rope_table, same_dtype,
                      sequence_input, shape_is, unit_interval)
 from .cross_entropy import CrossEntropyFunction
@@ -118,7 +122,7 @@ def rms_norm(input, normalized_shape, weight=None, eps: Optional[float] = None) 
 
 # ------------------------------------------------------------------------------ activations
 
-def gelu(x, approximate: str = "none") -> Tensor:
+def gelu(input, approximate: str = "none") -> Tensor:
     """Gaussian Error Linear Unit (``torch.nn.functional.gelu``; Hendrycks & Gimpel 2016).
 
     * ``approximate="none"`` (the default, as in PyTorch): ``x Phi(x)``, exact to float64
@@ -127,32 +131,37 @@ def gelu(x, approximate: str = "none") -> Tensor:
       ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``, within 4.8e-4 of the exact form.
 
     Args:
-        x: Tensor (or array, taken as a constant), float32 or float64, any shape.
+        input: Tensor (or array, taken as a constant), float32 or float64, any shape.
         approximate: ``"none"`` or ``"tanh"``.
 
     Returns:
-        Tensor of x's shape and dtype; one graph node.
+        Tensor of input's shape and dtype; one graph node.
 
     Raises:
-        TypeError: x of a non-floating dtype.
+        TypeError: input of a non-floating dtype.
         ValueError: any other ``approximate``.
     """
     if approximate not in ("none", "tanh"):
         raise ValueError(f'gelu: approximate must be "none" or "tanh", got {approximate!r}')
-    x, _ = float_input(x, "x", "gelu")
+    x, _ = float_input(input, "input", "gelu")
     return (GELUFunction if approximate == "tanh" else GELUErfFunction).apply(x)
 
 
-def relu(input) -> Tensor:
+def relu(input, inplace: bool = False) -> Tensor:
     """``max(input, 0)`` elementwise (``torch.nn.functional.relu``): the engine's
     ``Tensor.relu``, whose derivative is 1 where input > 0 and 0 elsewhere (0 at 0, as PyTorch).
 
     Args:
         input (Tensor | array-like): any shape and dtype; a plain array is a constant.
+        inplace (bool): must be False (in place is not implemented).
 
     Returns:
         Tensor of input's shape and dtype.
+
+    Raises:
+        NotImplementedError: ``inplace=True``.
     """
+    not_implemented(inplace, False, "inplace", "relu", "; use the returned Tensor")
     return (input if isinstance(input, Tensor) else Tensor(input)).relu()
 
 
@@ -172,21 +181,24 @@ def relu2(x) -> Tensor:
     return ReLU2Function.apply(x)
 
 
-def silu(x) -> Tensor:
+def silu(input, inplace: bool = False) -> Tensor:
     """Sigmoid Linear Unit, ``x * sigmoid(x)`` (``torch.nn.functional.silu``).
 
     Stable for large |x| in float32 and float64 (no overflow).
 
     Args:
-        x: Tensor (or array, taken as a constant), float32 or float64, any shape.
+        input: Tensor (or array, taken as a constant), float32 or float64, any shape.
+        inplace (bool): must be False (in place is not implemented).
 
     Returns:
-        Tensor of x's shape and dtype; one graph node.
+        Tensor of input's shape and dtype; one graph node.
 
     Raises:
-        TypeError: x of a non-floating dtype.
+        TypeError: input of a non-floating dtype.
+        NotImplementedError: ``inplace=True``.
     """
-    x, _ = float_input(x, "x", "silu")
+    not_implemented(inplace, False, "inplace", "silu", "; use the returned Tensor")
+    x, _ = float_input(input, "input", "silu")
     return SiLUFunction.apply(x)
 
 
@@ -222,88 +234,141 @@ def swiglu(x, w_gate, w_up, w_down) -> Tensor:
 
 # ---------------------------------------------------------------- softmax and cross-entropy
 
-def softmax(x, axis=-1, *, dim=None):
-    """Softmax of ``x`` along ``axis`` (``torch.nn.functional.softmax(x, dim=axis)``).
+def softmax(input, dim=-1, *, dtype=None, axis=None):
+    """Softmax of ``input`` along ``dim`` (``torch.nn.functional.softmax``).
 
     Args:
-        x (Tensor | np.ndarray): floating, at least 1-d; a plain array is a constant.
-        axis (int): the axis to normalise, -ndim <= axis < ndim (default -1: the last; PyTorch
-            has no default).
-        dim (int): PyTorch's name for ``axis``; give one or the other.
+        input (Tensor | np.ndarray): floating, any shape; a plain array is a constant.
+        dim (int): the axis to normalise, -ndim <= dim < ndim (0 or -1 for a 0-d input, which
+            is one entry: softmax 1). Default -1, the last (PyTorch's implicit choice is
+            deprecated there).
+        dtype: keyword-only; None, or a floating dtype input is cast to first (the cast is
+            differentiable), as PyTorch's ``dtype=``.
+        axis (int): keyword-only; NumPy's name for ``dim``; give one or the other.
 
     Returns:
-        Tensor of x's shape and dtype.
+        Tensor of input's shape (an empty one for an empty input, as PyTorch) and dtype
+        (``dtype`` when given).
 
     Raises:
-        TypeError: non-floating x, a non-integer axis, or both ``axis`` and ``dim`` given.
-        ValueError: a 0-d x, an axis out of range, or an empty axis.
+        TypeError: non-floating input or dtype, a non-integer dim, or both ``dim`` and
+            ``axis`` given.
+        IndexError: dim out of range (as PyTorch).
     """
-    axis = alias(axis, dim, "axis", "dim", -1, "softmax")
-    x, xa = float_input(x, "x", "softmax")
-    axis = axis_index(axis, xa, "softmax")
-    return SoftmaxFunction.apply(x, axis=axis)
+    return _softmax_face(SoftmaxFunction, input, dim, dtype, axis, "softmax")
 
 
-def log_softmax(x, axis=-1, *, dim=None):
-    """Log of the softmax of ``x`` along ``axis`` (``torch.nn.functional.log_softmax(x,
-    dim=axis)``), computed from the shifted row so that it stays finite where softmax
-    underflows to 0.
+def log_softmax(input, dim=-1, *, dtype=None, axis=None):
+    """Log of the softmax of ``input`` along ``dim`` (``torch.nn.functional.log_softmax``),
+    computed from the shifted row so that it stays finite where softmax underflows to 0.
 
-    Args, Returns, Raises: as ``softmax``.
+    Args, Returns, Raises: as ``softmax`` (a 0-d input gives 0).
     """
-    axis = alias(axis, dim, "axis", "dim", -1, "log_softmax")
-    x, xa = float_input(x, "x", "log_softmax")
-    axis = axis_index(axis, xa, "log_softmax")
-    return LogSoftmaxFunction.apply(x, axis=axis)
+    return _softmax_face(LogSoftmaxFunction, input, dim, dtype, axis, "log_softmax")
+
+
+def _softmax_face(function, input, dim, dtype, axis, fn):
+    """softmax's or log_softmax's arguments handled (dim/axis, the dtype cast, a 0-d input as
+    one axis, an empty input), then ``function.apply``."""
+    dim = alias(dim, axis, "dim", "axis", -1, fn)
+    x, xa = float_input(input, "input", fn)
+    if dtype is not None:                                 # cast first, as PyTorch's dtype=
+        x = x.astype(float_dtype(dtype, fn))
+        xa = x.data if isinstance(x, Tensor) else x
+    dim = axis_index(dim, xa, fn)
+    if xa.size == 0:                                      # nothing to normalise: empty result
+        return x.clone() if isinstance(x, Tensor) else Tensor(xa.copy())
+    if xa.ndim == 0:                                      # one entry: a row of one
+        return function.apply(x.reshape(1), axis=0).reshape(())
+    return function.apply(x, axis=dim)
 
 
 def cross_entropy(input, target, weight=None, *, ignore_index: int = -100,
                   reduction: str = "mean", label_smoothing: float = 0.0):
-    """Cross-entropy of logits ``input`` against class indices ``target``
-    (``torch.nn.functional.cross_entropy``, same names and defaults; the options after
-    ``weight`` are keyword-only).
+    """Cross-entropy of logits ``input`` against class indices or class probabilities
+    ``target`` (``torch.nn.functional.cross_entropy``: same layout, names and defaults; the
+    options after ``weight`` are keyword-only).
+
+    Class indices without ``weight`` (the GPT's case) are one node, ``CrossEntropyFunction``
+    (the class axis moved last first). Class weights and probability targets are the same
+    loss against a target distribution q, ``-sum_c q_c log_softmax(input)_c``, built here from
+    the ``log_softmax`` node and the engine's products (docs/derivations.md, Cross-entropy).
 
     Args:
-        input (Tensor | np.ndarray): logits (N, V) floating; (B, T, V) (any (..., V)) is
-            accepted and flattened, the class axis last (PyTorch puts it second for
-            (N, C, d1, ...)). A plain array is a constant.
-        target (np.ndarray | Tensor): integer class indices of shape input.shape[:-1], each in
-            [0, V) or equal to ``ignore_index``. Never differentiated.
-        weight: must be None (per-class weights are not implemented).
-        reduction (str): "mean" (over the rows not ignored), "sum" or "none" (one loss per row,
-            targets' shape, 0 on ignored rows).
-        ignore_index (int): target value whose rows contribute nothing (default -100).
-        label_smoothing (float): in [0, 1]; the target distribution is
-            ``(1 - eps) onehot + eps / V`` (Szegedy et al. 2016, sec. 7).
+        input (Tensor | np.ndarray): logits, floating, (C,), (N, C) or (N, C, d1, ..., dk): the
+            class axis C second, as PyTorch (the GPT passes (B*T, V)). A plain array is a
+            constant.
+        target (np.ndarray | Tensor): class indices, integer, of input's shape without the
+            class axis ((), (N,) or (N, d1, ..., dk)), each in [0, C) or equal to
+            ``ignore_index``, never differentiated; or class probabilities, floating, of
+            input's shape (a Tensor that requires grad gets its gradient, as in PyTorch).
+        weight (np.ndarray | Tensor | None): (C,) rescaling weight of each class, input's
+            dtype, a constant.
+        ignore_index (int): target index whose entries contribute nothing and are not counted
+            (default -100); index targets only.
+        reduction (str): "mean" (default; for index targets over the entries not ignored, each
+            counted with its class's weight; for probabilities over N * d1 * ... * dk),
+            "sum" or "none" (one loss per entry, target's shape without the class axis).
+        label_smoothing (float): in [0, 1]; the target becomes ``(1 - eps) target + eps / C``
+            (Szegedy et al. 2016, sec. 7).
 
     Returns:
-        Tensor of logits' dtype: 0-d ("mean", "sum"; "mean" is NaN when every row is ignored,
-        as in PyTorch) or of targets' shape ("none").
+        Tensor: 0-d ("mean", "sum"; "mean" is NaN when nothing is counted, as in PyTorch) or of
+        the target's shape without the class axis ("none"); input's dtype (NumPy's promotion
+        with probability targets of another dtype, as PyTorch's).
 
     Raises:
-        NotImplementedError: a class ``weight``.
-        TypeError: non-floating logits; targets not of an integer dtype (floats, bools);
-            a non-integer ignore_index.
-        ValueError: logits with no class axis or no classes, targets of
-            the wrong shape, an unknown reduction, or label_smoothing outside [0, 1].
-        IndexError: a target outside [0, V) other than ignore_index (the message names the
+        TypeError: non-floating input or weight, weight not of input's dtype, targets neither
+            integer nor floating (bools), a non-integer ignore_index.
+        ValueError: a 0-d input or no classes, targets of the wrong shape, weight not (C,) or
+            requiring grad, ignore_index with probability targets, an unknown reduction, or
+            label_smoothing outside [0, 1].
+        IndexError: a target outside [0, C) other than ignore_index (the message names the
             first bad one), as in PyTorch.
     """
     fn = "cross_entropy"
-    if weight is not None:
-        raise NotImplementedError(f"{fn}: per-class weight is not implemented")
-    logits, xa = float_input(input, "logits", fn)
-    V = last_dim(xa, fn, "the class axis V", name="logits")
-    if V == 0:   # no classes (no rows is an empty batch: PyTorch's 0 / empty / NaN losses)
-        raise ValueError(f"{fn}: logits have no classes (shape {xa.shape})")
-    ta = int_input(target, "targets", fn)
-    shape_is(ta, xa.shape[:-1], "targets", fn, f" (logits' shape {xa.shape} without V)")
+    x, xa = float_input(input, "input", fn)
+    last_dim(xa, fn, "the class axis C", name="input")
+    axis = 1 if xa.ndim > 1 else 0                        # PyTorch's class axis
+    C = xa.shape[axis]
+    if C == 0:   # no classes (no rows is an empty batch: PyTorch's 0 / empty / NaN losses)
+        raise ValueError(f"{fn}: input has no classes (shape {xa.shape})")
     reduction = choice(reduction, ("mean", "sum", "none"), "reduction", fn)
     ignore_index = integer(ignore_index, "ignore_index", fn)
-    label_smoothing = unit_interval(label_smoothing, "label_smoothing", fn)
-    index_range(ta, V, "targets", fn, what="target", ignore_index=ignore_index)
-    return CrossEntropyFunction.apply(logits, ta.astype(np.intp, copy=False), reduction=reduction,
-                                      ignore_index=ignore_index, label_smoothing=label_smoothing)
+    eps = unit_interval(label_smoothing, "label_smoothing", fn)
+    a = 1 if weight is None else class_weight(weight, C, xa, fn).reshape(
+        (C,) + (1,) * (xa.ndim - 1 - axis))               # (C, 1, ...): along the class axis
+    ta = target.data if isinstance(target, Tensor) else np.asarray(target)
+    if np.issubdtype(ta.dtype, np.floating):              # class probabilities
+        q, qa = float_input(target, "target", fn)
+        shape_is(qa, xa.shape, "target", fn, " (class probabilities: input's shape)")
+        if ignore_index != -100:
+            raise ValueError(f"{fn}: ignore_index is for class-index targets, not probabilities")
+        q = (q * (1 - eps) + eps / C if eps else q) * a   # smoothed, weighted
+        return _soft_cross_entropy(x, q, axis, reduction, xa.size // C)   # mean: over entries
+    t = int_input(target, "target", fn)
+    shape_is(t, xa.shape[:axis] + xa.shape[axis + 1:], "target", fn,
+             f" (input's shape {xa.shape} without the class axis)")
+    index_range(t, C, "target", fn, what="target", ignore_index=ignore_index)
+    t = t.astype(np.intp, copy=False)
+    if weight is None:                                    # one node, the class axis last
+        x = x.transpose(0, *range(2, xa.ndim), 1) if xa.ndim > 2 else x   # (N, d1, ..., C)
+        return CrossEntropyFunction.apply(x, t, reduction=reduction, ignore_index=ignore_index,
+                                          label_smoothing=eps)
+    t = np.expand_dims(t, axis)                           # (N, 1, d1, ...)
+    onehot = t == np.arange(C).reshape(a.shape)           # (N, C, d1, ...)
+    q = (t != ignore_index) * ((1 - eps) * onehot + eps / C) * a    # 0 where ignored
+    counted = float(np.sum((t != ignore_index) * onehot * a))   # mean: over sum_n a[t_n]
+    return _soft_cross_entropy(x, q.astype(xa.dtype), axis, reduction, counted)
+
+
+def _soft_cross_entropy(x, q, axis, reduction, count):
+    """``-sum_c q_c log_softmax(x)_c`` along the class ``axis``, reduced; "mean" divides the
+    sum by ``count`` (NaN for a count of 0, as PyTorch)."""
+    loss = -(q * LogSoftmaxFunction.apply(x, axis=axis)).sum(axis=axis)   # (N, d1, ...)
+    if reduction == "none":
+        return loss
+    return loss.sum() if reduction == "sum" else loss.sum() * (1 / count if count else np.nan)
 
 
 # ----------------------------------------------------------------------- RoPE and attention
@@ -365,43 +430,64 @@ def apply_rope(x, cos, sin):
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
-                                 is_causal=False, scale=None):
+                                 is_causal=False, *, scale=None, enable_gqa=False):
     """Attention core ``softmax(q k^T * scale + mask) v``, one node with a hand-derived backward
-    (``torch.nn.functional.scaled_dot_product_attention``, same signature; no attn_mask, no
-    dropout).
+    (``torch.nn.functional.scaled_dot_product_attention``, same signature; no dropout, no
+    grouped-query heads).
 
     Args:
-        query (Tensor | np.ndarray): (B, H, Tq, hs); any leading dims (at least 2-d in all).
-        key (Tensor | np.ndarray): (B, H, Tk, hs).
-        value (Tensor | np.ndarray): (B, H, Tk, hv).
-            All floating with one dtype, the same leading dims; plain arrays are constants.
-        attn_mask: must be None (not implemented; ``is_causal`` gives the causal mask).
-        dropout_p (float): must be 0 (not implemented).
-        is_causal (bool): mask future keys (j > i), aligned to the top-left like PyTorch.
-        scale (float | None): factor of the scores; None (default) for 1/sqrt(hs).
+        query (Tensor | np.ndarray): (..., Tq, hs), at least 2-d (e.g. (B, H, Tq, hs)).
+        key (Tensor | np.ndarray): (..., Tk, hs).
+        value (Tensor | np.ndarray): (..., Tk, hv).
+            All floating with one dtype; their leading dims broadcast together (as PyTorch's);
+            plain arrays are constants.
+        attn_mask (np.ndarray | Tensor | None): broadcasts to the scores (..., Tq, Tk); bool
+            (True: the key takes part) or floating (added to the scores; cast to query's
+            dtype; a Tensor that requires grad gets its gradient). A row that sees no key
+            gives 0, as PyTorch.
+        dropout_p (float): must be 0 (dropout is not implemented).
+        is_causal (bool): mask future keys (j > i), aligned to the top-left like PyTorch; not
+            together with attn_mask (PyTorch's rule).
+        scale (float | None): keyword-only; factor of the scores, a finite number; None
+            (default) for 1/sqrt(hs).
+        enable_gqa (bool): keyword-only; must be False (grouped-query heads are not
+            implemented; repeat key and value along their head axis instead).
 
     Returns:
-        Tensor (B, H, Tq, hv) of the inputs' dtype.
+        Tensor (..., Tq, hv) of the inputs' dtype, the leading dims broadcast.
 
     Raises:
-        NotImplementedError: an attn_mask, or dropout_p other than 0.
-        TypeError: non-floating inputs, mixed dtypes, or a non-bool is_causal.
-        ValueError: mismatched shapes, fewer than 2 dims, an empty sequence or head, or a scale
-            that is not a finite number > 0.
+        NotImplementedError: dropout_p other than 0, or enable_gqa=True.
+        TypeError: non-floating inputs, mixed dtypes, a mask neither bool nor floating, a
+            non-bool is_causal, a non-number scale.
+        ValueError: shapes that do not fit (leading dims that do not broadcast, q and k of
+            different head sizes, k and v of different lengths, an empty head, a mask that
+            does not broadcast to the scores), fewer than 2 dims, attn_mask with is_causal,
+            a dropout_p that is not a number in [0, 1], or a scale that is not finite.
     """
     fn = "scaled_dot_product_attention"
-    if attn_mask is not None or dropout_p != 0:
-        raise NotImplementedError(f"{fn}: attn_mask and dropout_p are not implemented "
-                                  f"(use is_causal for the causal mask)")
+    not_implemented(unit_interval(dropout_p, "dropout_p", fn), 0.0, "dropout_p", fn,
+                    " (no dropout: pass 0.0)")
+    not_implemented(enable_gqa, False, "enable_gqa", fn,
+                    " (repeat key and value along their head axis instead)")
     q, qa = sequence_input(query, "query", fn)
     k, ka = sequence_input(key, "key", fn)
     v, va = sequence_input(value, "value", fn)
     same_dtype(ka, "key", qa, "query", fn)
     same_dtype(va, "value", qa, "query", fn)
     is_causal = boolean(is_causal, "is_causal", fn)
-    qkv_shapes(qa, ka, va, fn)
-    scale = None if scale is None else positive_number(scale, "scale", fn)
-    return AttentionFunction.apply(q, k, v, is_causal=is_causal, scale=scale)
+    scores = qkv_shapes(qa, ka, va, fn)                   # (..., Tq, Tk)
+    if attn_mask is not None:
+        if is_causal:
+            raise ValueError(f"{fn}: give attn_mask or is_causal, not both (as PyTorch)")
+        attn_mask = attention_mask(attn_mask, scores, qa, fn)
+    scale = None if scale is None else finite_number(scale, "scale", fn)
+    q, k, v = (t if a.shape[:-2] == scores[:-2] else broadcast_to(t, scores[:-2] + a.shape[-2:])
+               for t, a in ((q, qa), (k, ka), (v, va)))  # one batch shape: broadcast_to's
+    if isinstance(attn_mask, Tensor):                     # backward sums each gradient back
+        return MaskedAttentionFunction.apply(q, k, v, broadcast_to(attn_mask, scores),
+                                             is_causal=is_causal, scale=scale)
+    return AttentionFunction.apply(q, k, v, attn_mask, is_causal=is_causal, scale=scale)
 
 
 def multi_head_attention(qkv, n_heads, is_causal=False):
@@ -441,11 +527,12 @@ def multi_head_attention(qkv, n_heads, is_causal=False):
 
 # --------------------------------------------------------------------- linear and embedding
 
-def linear(x, weight, bias=None):
-    """``x @ weight.T + bias`` (``torch.nn.functional.linear``), one node, hand-derived backward.
+def linear(input, weight, bias=None):
+    """``input @ weight.T + bias`` (``torch.nn.functional.linear``), one node, hand-derived
+    backward.
 
     Args:
-        x (Tensor | np.ndarray): (..., in_features), at least 1-d.
+        input (Tensor | np.ndarray): (..., in_features), at least 1-d.
         weight (Tensor | np.ndarray): (out_features, in_features).
         bias (Tensor | np.ndarray | None): (out_features,).
             All floating with one dtype; plain arrays are constants.
@@ -455,13 +542,13 @@ def linear(x, weight, bias=None):
 
     Raises:
         TypeError: non-floating inputs or mixed dtypes.
-        ValueError: weight not 2-d, in_features mismatch, bias of the wrong shape, 0-d x.
+        ValueError: weight not 2-d, in_features mismatch, bias of the wrong shape, 0-d input.
     """
-    x, xa = float_input(x, "x", "linear")
-    C = last_dim(xa, "linear", "in_features")
+    x, xa = float_input(input, "input", "linear")
+    C = last_dim(xa, "linear", "in_features", name="input")
     weight, wa = matrix_input(weight, "weight", "linear", "(out_features, in_features)", like=xa)
     shape_is(wa, ("out_features", C), "weight", "linear",
-             f" (in_features = {C}, the last axis of x of shape {xa.shape})")
+             f" (in_features = {C}, the last axis of input of shape {xa.shape})")
     if bias is None:
         return LinearFunction.apply(x, weight)
     bias, ba = float_input(bias, "bias", "linear")
@@ -470,24 +557,29 @@ def linear(x, weight, bias=None):
     return LinearFunction.apply(x, weight, bias)
 
 
-def embedding(idx, weight):
-    """Look up rows of ``weight`` (``torch.nn.functional.embedding(idx, weight)``).
+def embedding(input, weight, padding_idx=None, max_norm=None):
+    """Look up rows of ``weight`` (``torch.nn.functional.embedding(input, weight)``).
 
     Args:
-        idx (np.ndarray | Tensor): integer indices of any shape, each in [0, num_embeddings).
-            Negative indices are refused (as in PyTorch), not wrapped.
+        input (np.ndarray | Tensor): integer indices of any shape, each in
+            [0, num_embeddings). Negative indices are refused (as in PyTorch), not wrapped.
         weight (Tensor | np.ndarray): (num_embeddings, embedding_dim), floating. A plain array
             is a constant.
+        padding_idx, max_norm: must be None (not implemented). PyTorch's later options
+            (norm_type, scale_grad_by_freq, sparse) are not accepted.
 
     Returns:
-        Tensor of shape idx.shape + (embedding_dim,) and weight's dtype.
+        Tensor of shape input.shape + (embedding_dim,) and weight's dtype.
 
     Raises:
-        TypeError: idx not of an integer dtype (floats, bools) or non-floating weight.
+        TypeError: input not of an integer dtype (floats, bools) or non-floating weight.
         ValueError: weight not 2-d.
         IndexError: an index outside [0, num_embeddings) (the message names an offending one).
+        NotImplementedError: a padding_idx or a max_norm.
     """
-    ia = int_input(idx, "idx", "embedding")
+    not_implemented(padding_idx, None, "padding_idx", "embedding")
+    not_implemented(max_norm, None, "max_norm", "embedding")
+    ia = int_input(input, "input", "embedding")
     weight, wa = matrix_input(weight, "weight", "embedding", "(num_embeddings, embedding_dim)")
-    index_range(ia, wa.shape[0], "idx", "embedding")
+    index_range(ia, wa.shape[0], "input", "embedding")
     return EmbeddingFunction.apply(weight, ia.astype(np.intp, copy=False))

@@ -2,9 +2,13 @@
 (``torch.nn``): ``LayerNorm``, ``Identity``, ``RMSNorm``, ``Linear``, ``Embedding``, ``MLP``,
 ``SwiGLU``, ``CausalSelfAttention``.
 
-A Module checks its arguments once, at construction (calls into ``checks.py``), and its
-``forward`` applies the layer's ``Function`` (``layers/<name>.py``) without checking x again.
-``backward=`` puts another backward of the same signature in place of the layer's own:
+The Modules named after PyTorch's take PyTorch's positional parameters in PyTorch's order
+(``LayerNorm(normalized_shape, eps, elementwise_affine, bias)``, ``Linear(in_features,
+out_features, bias)``, ...); what is ours (``rng``, ``dtype``, ``backward``) is keyword-only, and
+``forward``'s argument has PyTorch's name. A Module checks its arguments once, at construction
+(calls into ``checks.py``), and its ``forward`` applies the layer's ``Function``
+(``layers/<name>.py``) without checking x again, except ``Embedding``'s, where the indices
+enter. ``backward=`` puts another backward of the same signature in place of the layer's own:
 ``from_pair(<name>_forward, backward)``. A fixed ``rng`` gives a fixed model: each Module draws
 its weights in the order its constructor creates them.
 """
@@ -19,8 +23,8 @@ from minigrad import Module, Parameter, Tensor, from_pair
 
 from .attention import (AttentionFunction, MultiHeadAttentionFunction, attention_forward,
                         multi_head_attention_backward, multi_head_attention_forward)
-from .checks import (check_eps, divides, even_head_dim, float_dtype, generator, positive_int,
-                     sizes)
+from .checks import (boolean, check_eps, divides, even_head_dim, float_dtype, generator,
+                     index_range, int_input, not_implemented, positive_int, sizes)
 from .embedding import EmbeddingFunction, embedding_forward
 from .gelu import GELUFunction, gelu_forward
 from .layernorm import LayerNormFunction, layernorm_forward
@@ -51,63 +55,78 @@ def _normalize(function, x, k, params, eps):
 
 
 class LayerNorm(Module):
-    """``layer_norm`` as a Module (``torch.nn.LayerNorm``): gain ``weight`` = 1 and ``bias`` = 0,
-    both of shape normalized_shape.
+    """``layer_norm`` as a Module (``torch.nn.LayerNorm``, its parameters in its order): gain
+    ``weight`` = 1 and ``bias`` = 0, both of shape normalized_shape.
 
     Args:
-        normalized_shape (int | tuple of int): sizes of the last axes to normalize (the GPT's C).
+        normalized_shape (int | sequence of int): sizes of the last axes to normalize (the GPT's
+            C).
         eps (float): added to the variance, default 1e-5 (PyTorch's).
-        rng: unused (no random init); accepted for a uniform constructor signature.
-        dtype: parameter dtype, default float32.
-        bias (bool): keyword-only; False: no bias (``bias`` is None, the shift is 0), as
+        elementwise_affine (bool): True (default): learn ``weight`` and ``bias``; False: no
+            parameters (both None: gain 1, shift 0), as PyTorch.
+        bias (bool): False: no bias (``bias`` is None, the shift is 0), as
             ``torch.nn.LayerNorm(..., bias=False)`` (PyTorch >= 2.1).
+        dtype: keyword-only; parameter dtype, default float32 (None: float32, PyTorch's
+            default). PyTorch's ``device`` is not offered.
         backward: keyword-only; None for ``layernorm_backward``, or a function of the same
             signature ``(dout, cache) -> (dx, dweight, dbias)`` to use in its place.
 
-    Shapes: x (..., *normalized_shape) -> the same shape. x is not checked (``layer_norm``
-    checks its inputs): it must have the parameters' dtype and trailing shape.
+    Shapes: input (..., *normalized_shape) -> the same shape. input is not checked
+    (``layer_norm`` checks its inputs): it must have the parameters' dtype and trailing shape.
 
     Raises:
-        TypeError: a non-integer size or a non-floating dtype.
+        TypeError: a non-integer size, a non-bool elementwise_affine or bias, or a non-floating
+            dtype.
         ValueError: a size <= 0 or an eps that is not a finite number >= 0 (at construction).
     """
 
-    def __init__(self, normalized_shape, eps: float = 1e-5, rng=None, dtype=np.float32, *,
-                 bias: bool = True, backward=None) -> None:
+    def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True,
+                 bias: bool = True, *, dtype=np.float32, backward=None) -> None:
         super().__init__()
         self.normalized_shape = sizes(normalized_shape, "LayerNorm")
         self.eps = check_eps(eps, "LayerNorm")
-        self.weight = Parameter(np.ones(self.normalized_shape, dtype=float_dtype(dtype, "LayerNorm")))
-        self.bias = Parameter(np.zeros_like(self.weight.data)) if bias else None
+        self.elementwise_affine = boolean(elementwise_affine, "elementwise_affine", "LayerNorm")
+        bias = boolean(bias, "bias", "LayerNorm")
+        ones = np.ones(self.normalized_shape, dtype=float_dtype(dtype, "LayerNorm"))
+        self.weight = Parameter(ones) if self.elementwise_affine else None
+        self.bias = Parameter(np.zeros_like(ones)) if self.elementwise_affine and bias else None
         self.function = _function(LayerNormFunction, layernorm_forward, backward)
 
-    def forward(self, x: Tensor) -> Tensor:
-        bias = np.zeros_like(self.weight.data) if self.bias is None else self.bias
-        return _normalize(self.function, x, len(self.normalized_shape), (self.weight, bias),
-                          self.eps)
+    def forward(self, input: Tensor) -> Tensor:
+        shape, dt = self.normalized_shape, input.dtype
+        weight = np.ones(shape, dt) if self.weight is None else self.weight   # gain 1
+        bias = np.zeros(shape, dt) if self.bias is None else self.bias        # shift 0
+        return _normalize(self.function, input, len(shape), (weight, bias), self.eps)
 
 
 class Identity(Module):
-    """Returns its input unchanged (``torch.nn.Identity``); no parameters.
+    """Returns its input unchanged (``torch.nn.Identity``); no parameters. Any constructor
+    arguments are accepted and ignored, as PyTorch's.
 
     Stands in for a norm when a model is built without normalisation (the chapter's
-    ``make_norm("none")``). Shapes: x (...) -> (...), the same Tensor.
+    ``make_norm("none")``). Shapes: input (...) -> (...), the same Tensor.
     """
 
-    def forward(self, x: Tensor) -> Tensor:
-        return x
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__()
+
+    def forward(self, input: Tensor) -> Tensor:
+        return input
 
 
 class RMSNorm(Module):
     """``rms_norm`` as a Module with a learned gain ``weight`` = 1 of shape normalized_shape
-    (``torch.nn.RMSNorm``).
+    (``torch.nn.RMSNorm``, its parameters in its order).
 
     Args:
-        normalized_shape (int | tuple of int): sizes of the last axes to normalize (the GPT's C).
-        eps (float | None): default None, ``np.finfo(dtype).eps`` (``torch.nn.RMSNorm``'s
+        normalized_shape (int | sequence of int): sizes of the last axes to normalize (the GPT's
+            C).
+        eps (float | None): default None, ``np.finfo(input.dtype).eps`` (``torch.nn.RMSNorm``'s
             default); the chapter's build.py passes 1e-6.
-        rng: unused (no random init); accepted for a uniform constructor signature.
-        dtype: parameter dtype, default float32.
+        elementwise_affine (bool): True (default): learn ``weight``; False: no parameter
+            (``weight`` is None, gain 1), as PyTorch.
+        dtype: keyword-only; parameter dtype, default float32 (None: float32, PyTorch's
+            default). PyTorch's ``device`` is not offered.
         backward: keyword-only; None for ``rmsnorm_backward``, or a function of the same
             signature ``(dout, cache) -> (dx, dweight)`` to use in its place.
 
@@ -115,42 +134,49 @@ class RMSNorm(Module):
     its inputs): it must have the parameter's dtype and trailing shape.
 
     Raises:
-        TypeError: a non-integer size or a non-floating dtype.
+        TypeError: a non-integer size, a non-bool elementwise_affine or a non-floating dtype.
         ValueError: a size <= 0 or an eps that is not a finite number >= 0 (at construction).
     """
 
-    def __init__(self, normalized_shape, eps: Optional[float] = None, rng=None,
-                 dtype=np.float32, *, backward=None) -> None:
+    def __init__(self, normalized_shape, eps: Optional[float] = None,
+                 elementwise_affine: bool = True, *, dtype=np.float32, backward=None) -> None:
         super().__init__()
         self.normalized_shape = sizes(normalized_shape, "RMSNorm")
         self.eps = None if eps is None else check_eps(eps, "RMSNorm")
-        self.weight = Parameter(np.ones(self.normalized_shape, dtype=float_dtype(dtype, "RMSNorm")))
+        self.elementwise_affine = boolean(elementwise_affine, "elementwise_affine", "RMSNorm")
+        dt = float_dtype(dtype, "RMSNorm")
+        self.weight = (Parameter(np.ones(self.normalized_shape, dtype=dt))
+                       if self.elementwise_affine else None)
         self.function = _function(RMSNormFunction, rmsnorm_forward, backward)
 
     def forward(self, x: Tensor) -> Tensor:
         eps = float(np.finfo(x.dtype).eps) if self.eps is None else self.eps
-        return _normalize(self.function, x, len(self.normalized_shape), (self.weight,), eps)
+        weight = np.ones(self.normalized_shape, x.dtype) if self.weight is None else self.weight
+        return _normalize(self.function, x, len(self.normalized_shape), (weight,), eps)
 
 
 class Linear(Module):
-    """``linear`` as a Module (``torch.nn.Linear``): ``y = x W^T + b``.
+    """``linear`` as a Module (``torch.nn.Linear``, its parameters in its order):
+    ``y = x W^T + b``.
 
     Args:
         in_features (int), out_features (int): sizes of the input and output last axes.
         bias (bool): whether to add a learned bias (default True).
-        rng (np.random.Generator | None): source of the init (a fresh unseeded one if None).
-        dtype: parameter dtype, default float32.
+        rng (np.random.Generator | None): keyword-only; source of the init (a fresh unseeded
+            one if None).
+        dtype: keyword-only; parameter dtype, default float32 (None: float32, PyTorch's
+            default). PyTorch's ``device`` is not offered.
         backward: keyword-only; None for ``linear_backward``, or a function of the same
             signature ``(dout, cache) -> (dx, dW, db)`` to use in its place.
 
     Parameters: ``weight`` (out_features, in_features), ``bias`` (out_features,), both
     ~ U(-1/sqrt(in_features), 1/sqrt(in_features)), drawn weight first (PyTorch's default:
     kaiming_uniform with a = sqrt(5) gives that bound).
-    Shapes: x (..., in_features) -> (..., out_features).
+    Shapes: input (..., in_features) -> (..., out_features).
     """
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True, rng=None,
-                 dtype=np.float32, *, backward=None) -> None:
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, *, rng=None,
+                 dtype=np.float32, backward=None) -> None:
         super().__init__()
         self.in_features = positive_int(in_features, "in_features", "Linear")
         self.out_features = positive_int(out_features, "out_features", "Linear")
@@ -165,38 +191,51 @@ class Linear(Module):
             self.bias = None
         self.function = _function(LinearFunction, linear_forward, backward)
 
-    def forward(self, x: Tensor) -> Tensor:
-        return self.function.apply(x, self.weight, self.bias)    # bias None: a constant
+    def forward(self, input: Tensor) -> Tensor:
+        return self.function.apply(input, self.weight, self.bias)    # bias None: a constant
 
 
 class Embedding(Module):
-    """``embedding`` as a Module (``torch.nn.Embedding``): ``y = weight[idx]``.
+    """``embedding`` as a Module (``torch.nn.Embedding``, its first parameters in its order):
+    ``y = weight[input]``.
 
     Args:
         num_embeddings (int): number of rows (vocabulary or positions).
         embedding_dim (int): width C of a row.
-        rng (np.random.Generator | None): source of the init.
-        dtype: parameter dtype, default float32.
+        padding_idx, max_norm: must be None (not implemented); PyTorch's later parameters
+            (norm_type, scale_grad_by_freq, sparse, _weight, _freeze, device) are not offered.
+        rng (np.random.Generator | None): keyword-only; source of the init.
+        dtype: keyword-only; parameter dtype, default float32 (None: float32, PyTorch's
+            default).
         backward: keyword-only; None for ``embedding_backward``, or a function of the same
             signature ``(dout, cache) -> dweight`` to use in its place.
 
     Parameters: ``weight`` (num_embeddings, embedding_dim) ~ N(0, 1).
-    Shapes: idx integer (...) -> (..., embedding_dim). idx is not checked (``embedding``
-    checks it): it must hold integers in [0, num_embeddings).
+    Shapes: input integer (...) -> (..., embedding_dim).
+
+    Raises:
+        NotImplementedError: a padding_idx or a max_norm (at construction).
+        TypeError: input not of an integer dtype (in forward).
+        IndexError: an index of input outside [0, num_embeddings), negative ones included, as
+            PyTorch (in forward).
     """
 
-    def __init__(self, num_embeddings: int, embedding_dim: int, rng=None,
-                 dtype=np.float32, *, backward=None) -> None:
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx=None,
+                 max_norm=None, *, rng=None, dtype=np.float32, backward=None) -> None:
         super().__init__()
         self.num_embeddings = positive_int(num_embeddings, "num_embeddings", "Embedding")
         self.embedding_dim = positive_int(embedding_dim, "embedding_dim", "Embedding")
+        not_implemented(padding_idx, None, "padding_idx", "Embedding")
+        not_implemented(max_norm, None, "max_norm", "Embedding")
         rng = generator(rng)
         dt = float_dtype(dtype, "Embedding")
         self.weight = Parameter(
             rng.standard_normal((self.num_embeddings, self.embedding_dim)).astype(dt))
         self.function = _function(EmbeddingFunction, embedding_forward, backward)
 
-    def forward(self, idx) -> Tensor:
+    def forward(self, input) -> Tensor:
+        idx = int_input(input, "input", "Embedding")          # the indices enter here
+        index_range(idx, self.num_embeddings, "input", "Embedding")
         return self.function.apply(self.weight, idx)
 
 

@@ -21,15 +21,15 @@ COS, SIN = build_rope_cache(3, 4)
 NON_FLOATING = [  # (call with one integer input, function name, argument name)
     (lambda: rms_norm(I64, I64.shape[-1], None), "rms_norm", "input"),
     (lambda: layer_norm(F32, F32.shape[-1], np.ones(4, np.int64), None), "layer_norm", "weight"),
-    (lambda: gelu(I64), "gelu", "x"),
-    (lambda: silu(I64), "silu", "x"),
+    (lambda: gelu(I64), "gelu", "input"),
+    (lambda: silu(I64), "silu", "input"),
     (lambda: relu2(I64), "relu2", "x"),
     (lambda: swiglu(F32, np.ones((6, 4), np.int64), np.ones((6, 4), np.float32),
                     np.ones((4, 6), np.float32)), "swiglu", "w_gate"),
     (lambda: apply_rope(np.zeros((1, 3, 4), np.int64), COS[0], SIN[0]), "apply_rope", "x"),
     (lambda: apply_rope(Q32, COS[0].astype(np.int64), SIN[0]), "apply_rope", "cos"),
-    (lambda: softmax(I64), "softmax", "x"),
-    (lambda: cross_entropy(I64, np.zeros(2, np.int64)), "cross_entropy", "logits"),
+    (lambda: softmax(I64), "softmax", "input"),
+    (lambda: cross_entropy(I64, np.zeros(2, np.int64)), "cross_entropy", "input"),
     (lambda: linear(F32, np.ones((3, 4), np.int64)), "linear", "weight"),
     (lambda: embedding(np.zeros(2, np.int64), np.ones((5, 4), np.int64)), "embedding", "weight"),
     (lambda: scaled_dot_product_attention(Q32, Q32.astype(np.int64), Q32),
@@ -95,9 +95,8 @@ def test_a_bad_eps_is_refused_by_both_norms(norm, eps):
 NO_AXIS = [  # (call with a 0-d input, function name, argument name)
     (lambda: swiglu(np.float32(1.0), np.ones((6, 1), np.float32), np.ones((6, 1), np.float32),
                     np.ones((1, 6), np.float32)), "swiglu", "x"),
-    (lambda: softmax(np.float32(1.0)), "softmax", "x"),
-    (lambda: cross_entropy(np.float32(1.0), np.int64(0)), "cross_entropy", "logits"),
-    (lambda: linear(np.float32(1.0), np.ones((3, 1), np.float32)), "linear", "x"),
+    (lambda: cross_entropy(np.float32(1.0), np.int64(0)), "cross_entropy", "input"),
+    (lambda: linear(np.float32(1.0), np.ones((3, 1), np.float32)), "linear", "input"),
 ]
 
 
@@ -112,11 +111,11 @@ def test_an_index_out_of_range_is_an_index_error_in_one_wording():
     # as in PyTorch (IndexError for an embedding index and for a cross-entropy target); the
     # message names the first bad entry in reading order and counts the bad ones
     w = np.zeros((5, 3))
-    msg = "embedding: index 7 out of range [0, 5) in idx (2 of 4 out of range)"
+    msg = "embedding: index 7 out of range [0, 5) in input (2 of 4 out of range)"
     with pytest.raises(IndexError, match=f"^{re.escape(msg)}$"):
         embedding(np.array([[0, 7], [-2, 4]]), w)
     t = np.array([0, 9, -100, -3])          # -100 is ignore_index: not counted
-    msg = ("cross_entropy: target 9 out of range [0, 5) in targets "
+    msg = ("cross_entropy: target 9 out of range [0, 5) in target "
            "(2 of 4 out of range; ignore_index is -100)")
     with pytest.raises(IndexError, match=f"^{re.escape(msg)}$"):
         cross_entropy(np.zeros((4, 5)), t)

@@ -15,7 +15,8 @@ RNG = np.random.default_rng(7)
 
 
 def closed_form(x, t):
-    x = x.astype(np.float64).reshape(-1, x.shape[-1])
+    """x (N, C) or (N, C, d1, ...), the class axis second (PyTorch's layout)."""
+    x = np.moveaxis(x.astype(np.float64), 1, -1).reshape(-1, x.shape[1])
     t = t.reshape(-1)
     return np.mean(np.log(np.exp(x).sum(-1)) - x[np.arange(len(t)), t])
 
@@ -27,10 +28,10 @@ def _grads(fn, arrays, G):
 
 
 # ---------------------------------------------------------------- 1. central differences
-@pytest.mark.parametrize("shape", [(1, 5), (6, 4), (2, 3, 5), (3, 1)])
-def test_gradcheck(shape):
+@pytest.mark.parametrize("shape", [(1, 5), (6, 4), (2, 5, 3), (3, 1), (2, 4, 3, 2)])
+def test_gradcheck(shape):   # (N, C, d1, ...): the class axis second
     x = Tensor(RNG.standard_normal(shape) * 2, requires_grad=True)
-    t = RNG.integers(0, shape[-1], size=shape[:-1])
+    t = RNG.integers(0, shape[1], size=shape[:1] + shape[2:])
     assert minigrad.gradcheck(lambda x: cross_entropy(x, t), [x])
 
 
@@ -89,7 +90,7 @@ def test_matches_composite(N, V, scale):
 # ---------------------------------------------------------------- 3. closed form, dtypes, edges
 @pytest.mark.parametrize("dtype,rtol", [(np.float64, 1e-13), (np.float32, 2e-6)])
 def test_forward_closed_form(dtype, rtol):
-    x = (RNG.standard_normal((4, 3, 9)) * 3).astype(dtype)
+    x = (RNG.standard_normal((4, 9, 3)) * 3).astype(dtype)     # (N, C, d1)
     t = RNG.integers(0, 9, size=(4, 3))
     xt = Tensor(x, requires_grad=True)
     loss = cross_entropy(xt, t)
@@ -98,10 +99,11 @@ def test_forward_closed_form(dtype, rtol):
     loss.backward()
     assert xt.grad.dtype == dtype and xt.grad.shape == x.shape
     # the gradient of the mean loss is (softmax - onehot) / N, closed form
-    x64 = x.astype(np.float64).reshape(-1, 9)
+    x64 = np.moveaxis(x.astype(np.float64), 1, -1).reshape(-1, 9)
     p = np.exp(x64) / np.exp(x64).sum(-1, keepdims=True)
     p[np.arange(12), t.reshape(-1)] -= 1
-    np.testing.assert_allclose(xt.grad.reshape(-1, 9), p / 12, rtol=0, atol=10 * rtol / 12)
+    grad = np.moveaxis(xt.grad, 1, -1).reshape(-1, 9)
+    np.testing.assert_allclose(grad, p / 12, rtol=0, atol=10 * rtol / 12)
 
 
 def test_float32_logits_of_1e8():
@@ -132,7 +134,7 @@ def test_errors():
         cross_entropy(x, np.array([0, 4, 1]))
     with pytest.raises(IndexError, match="out of range"):
         cross_entropy(x, np.array([0, -1, 1]))
-    with pytest.raises(TypeError, match="integer"):
+    with pytest.raises(ValueError, match="class probabilities"):  # floats: probabilities
         cross_entropy(x, np.array([0.0, 1.0, 2.0]))
     with pytest.raises(TypeError, match="integer"):
         cross_entropy(x, np.array([True, False, True]))

@@ -74,7 +74,7 @@ def test_every_row_ignored_gives_nan_mean_and_zero_sum():
 
 
 def test_batched_shape_and_bad_options():
-    x = RNG.standard_normal((2, 3, V))
+    x = RNG.standard_normal((2, V, 3))                    # PyTorch's (N, C, d1) layout
     t = RNG.integers(0, V, (2, 3))
     assert cross_entropy(Tensor(x), t, reduction="none").shape == (2, 3)
     with pytest.raises(ValueError, match="reduction"):

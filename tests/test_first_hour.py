@@ -111,19 +111,19 @@ def test_sdpa_takes_torch_signature_and_scale():
     p /= p.sum(-1, keepdims=True)
     out = F.scaled_dot_product_attention(q, k, v, scale=0.3)
     np.testing.assert_allclose(out.data, p @ v.data, rtol=1e-12)
-    fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, None, 0.0, True, 0.3)  # noqa: E731
+    fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, None, 0.0, True, scale=0.3)  # noqa: E731,E501
     assert gradcheck(_upstream(fn, q, k, v), [q, k, v], **TOL)
-    with pytest.raises(NotImplementedError, match="attn_mask"):
-        F.scaled_dot_product_attention(q, k, v, np.ones((3, 5), bool))
+    with pytest.raises(TypeError):                           # scale is keyword-only, as torch's
+        F.scaled_dot_product_attention(q, k, v, None, 0.0, True, 0.3)
     with pytest.raises(NotImplementedError, match="dropout_p"):
         F.scaled_dot_product_attention(q, k, v, dropout_p=0.1)
 
 
-def test_cross_entropy_refuses_class_weight_and_positional_options():
+def test_cross_entropy_options_after_weight_are_keyword_only():
     logits, target = Tensor(np.zeros((2, 3))), np.array([0, 2])
     np.testing.assert_allclose(F.cross_entropy(input=logits, target=target).item(), np.log(3))
-    with pytest.raises(NotImplementedError, match="weight"):
-        F.cross_entropy(logits, target, np.ones(3))
+    np.testing.assert_allclose(F.cross_entropy(logits, target, np.array([1.0, 2.0, 3.0])).item(),
+                               np.log(3))                  # a weighted mean of equal losses
     with pytest.raises(TypeError):
         F.cross_entropy(logits, target, None, None, -100)   # torch's size_average slot
 

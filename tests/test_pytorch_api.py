@@ -71,7 +71,7 @@ def test_dim_and_axis_spellings_agree():
     np.testing.assert_array_equal(softmax(x, dim=0).data, softmax(x, axis=0).data)
     with pytest.raises(TypeError, match="both axis= and dim="):
         x.sum(axis=0, dim=1)
-    with pytest.raises(TypeError, match="both axis= and dim="):
+    with pytest.raises(TypeError, match="both dim= and axis="):
         softmax(x, axis=0, dim=1)
 
 
