@@ -268,7 +268,7 @@ def run(argv):
     if args.reference and not (folder / BUILD_PY).is_file():
         raise cli.UsageError(f"--reference: no {BUILD_PY} in {folder}")
     if args.json:
-        cli.output_dir(args.json.parent)
+        cli.output_file(args.json)
     cli.blas_threads(args.threads)
     ref = None if args.no_reference or not (folder / BUILD_PY).is_file() else \
         load_reference(folder, args.threads)

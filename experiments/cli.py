@@ -111,10 +111,21 @@ def path_arg(text):
 def output_dir(path):
     """Make the folder ``path`` (before any work, so that a folder that cannot be made is bad
     input, not a lost run); returns it. Raises ``UsageError`` naming the problem."""
+    path = Path(path)
     try:
-        Path(path).mkdir(parents=True, exist_ok=True)
+        path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise UsageError(f"output folder {path}: {e.strerror}") from None
+        raise UsageError(f"output folder {path}: "
+                         f"{'is a file' if path.is_file() else e.strerror}") from None
+    return path
+
+
+def output_file(path):
+    """``--json PATH``: make the folder of the file ``path`` (``output_dir``); returns ``path``.
+    Raises ``UsageError`` when ``path`` is a folder or its folder cannot be made."""
+    if Path(path).is_dir():
+        raise UsageError(f"{path} is a folder: give a file name, e.g. {Path(path, 'out.json')}")
+    output_dir(Path(path).parent)
     return Path(path)
 
 

@@ -192,7 +192,7 @@ def run(argv):
     p.add_argument("--json", type=cli.path_arg, metavar="PATH", help="also write the rows there")
     args = p.parse_args(argv)
     if args.json:
-        cli.output_dir(args.json.parent)
+        cli.output_file(args.json)
     mode = "fast" if args.fast else "slow"
     print(f"gradcheck of every primitive and layer: float64, {mode} mode, seed {args.seed}\n")
     rows = run_cases(args.seed, args.fast, CASES)

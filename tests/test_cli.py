@@ -151,3 +151,17 @@ def test_ctrl_c_stops_a_large_sweep_at_once_and_leaves_no_worker(tmp_path):
         assert all(s.startswith("Z") for s in left), left
     finally:   # never leave the sweep behind, whatever happened
         subprocess.run(["pkill", "-9", "-g", str(p.pid)])
+
+
+@pytest.mark.parametrize("module", ["experiments.exercises.break_backward",
+                                    "experiments.gradcheck_report", "experiments.bench"])
+def test_json_naming_a_folder_or_under_a_file_is_bad_input_before_any_work(module, tmp_path,
+                                                                        capsys):
+    run = __import__(module, fromlist=["run"]).run
+    (tmp_path / "file").write_text("x")
+    for path, words in ((tmp_path, "is a folder: give a file name"),
+                        (tmp_path / "file" / "x.json", "output folder .*file: is a file")):
+        with pytest.raises(cli.UsageError, match=words):
+            run(["--json", str(path)])
+        assert capsys.readouterr().out == ""   # refused before the run printed anything
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]

@@ -98,7 +98,7 @@ def run(argv):
     p.add_argument("--json", type=cli.path_arg, metavar="PATH", help="also write the rows here")
     args = p.parse_args(argv)
     if args.json:
-        cli.output_dir(args.json.parent)
+        cli.output_file(args.json)
     print(f"gradcheck of right and deliberately wrong backward passes: float64, slow mode, seed "
           f"{args.seed}\n")
     found = rows(args.seed)
