@@ -188,7 +188,9 @@ BAD = {"steps zero": (["--steps", "0"], "--steps"), "seeds": (["--seeds", "5000"
        "short corpus": (["--corpus", "SHORT", "--block-size", "32"], "too short"),
        "jobs and scheduler": (["--jobs", "2", "--scheduler", "tcp://x:1"], "not allowed"),
        "empty scheduler": (["--scheduler", ""], "empty"),
-       "backward with scheduler": (["--backward", "x", "--scheduler", "tcp://x:1"], "--backward")}
+       "backward with scheduler": (["--backward", "x", "--scheduler", "tcp://x:1"], "--backward"),
+       "model too wide": (["--d-model", "100000000"], "GiB of memory"),
+       "batch too large": (["--batch-size", "100000000"], "GiB of memory")}
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
