@@ -19,15 +19,16 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
-from gpt import GPT, GPTConfig
-from gpt.data import BUILTIN_CORPUS_PATH, CharTokenizer, get_batch, load_corpus
-from minigrad.optim import AdamW, clip_grad_norm_
-
 from experiments import cli
 
 PROG = "python -m experiments.bench"
+with cli.errors(PROG):   # Ctrl-C while NumPy loads: one line
+    import numpy as np
+
+    from gpt import GPT, GPTConfig
+    from gpt.data import BUILTIN_CORPUS_PATH, CharTokenizer, get_batch, load_corpus
+    from minigrad.optim import AdamW, clip_grad_norm_
+
 # (d_model, n_layers, T, B), 4 heads, learned positions, float32: tiny is the chapter's, cpu
 # nanoGPT's shakespeare-cpu shape (measured when named)
 SIZES = {"tiny": (64, 2, 32, 32), "small": (128, 4, 64, 32), "medium": (256, 6, 128, 16),

@@ -14,13 +14,16 @@ Prints the table, the differences from ``ln``, the gradient-norm history (every 
 curves.csv and grad_norms.png) and the divergences: a run whose loss or gradient norm becomes
 NaN or infinite stops there, the others go on (exit status 1). Options: ``experiments.runner``.
 """
-import numpy as np
+from experiments import cli
 
-import minigrad
-from layers.modules import LayerNorm
+with cli.errors("python -m experiments.break_it"):   # Ctrl-C while NumPy loads: one line
+    import numpy as np
 
-from experiments import runner
-from experiments.report import fmt_diff
+    import minigrad
+    from layers.modules import LayerNorm
+
+    from experiments import runner
+    from experiments.report import fmt_diff
 
 
 def zero_and_freeze_layernorm_gains(model):

@@ -30,6 +30,7 @@ from pathlib import Path
 
 
 CONNECT_TIMEOUT = 10   # seconds to reach a Dask scheduler (Dask's default: 30)
+_made = []   # the folders output_dir made, removed at the end if left empty
 
 
 class UsageError(Exception):
@@ -109,14 +110,18 @@ def path_arg(text):
 
 
 def output_dir(path):
-    """Make the folder ``path`` (before any work, so that a folder that cannot be made is bad
-    input, not a lost run); returns it. Raises ``UsageError`` naming the problem."""
+    """Make the folder ``path`` and its missing parents (before any work, so that a folder that
+    cannot be made is bad input, not a lost run); returns it. The folders it made are removed
+    when the command ends (``errors``) if they are still empty. Raises ``UsageError`` naming
+    the problem."""
     path = Path(path)
+    missing = [p for p in (path, *path.parents) if not p.exists()]
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UsageError(f"output folder {path}: "
                          f"{'is a file' if path.is_file() else e.strerror}") from None
+    _made.extend(missing)
     return path
 
 
@@ -230,7 +235,8 @@ def errors(prog):
     stderr and status 2; an ``OSError`` (an output that cannot be written) one line naming the
     file, status 1; a ``MemoryError`` (a model too large for the machine) one line, status 2;
     Ctrl-C one line, status 130. A closed stdout (``| head``) ends the command quietly with
-    status 141, as it ends ``cat``."""
+    status 141, as it ends ``cat``. However it ends, the folders ``output_dir`` made and nothing
+    filled are removed."""
     try:
         yield
     except KeyboardInterrupt:
@@ -248,3 +254,8 @@ def errors(prog):
     except MemoryError as e:   # a model or batch too large for this machine
         progress(f"{prog}: error: out of memory: {e}")
         sys.exit(2)
+    finally:
+        for folder in sorted(_made, key=lambda p: len(p.parts), reverse=True):  # deepest first
+            with contextlib.suppress(OSError):   # one that holds anything stays
+                folder.rmdir()
+        _made.clear()

@@ -13,16 +13,16 @@ import math
 import sys
 import time
 
-import numpy as np
-
-import minigrad
-from minigrad import Tensor, gradcheck_report
-from layers import functional as F
-from layers.rope import build_rope_cache
-
 from experiments import cli
 
 PROG = "python -m experiments.gradcheck_report"
+with cli.errors(PROG):   # Ctrl-C while NumPy loads: one line
+    import numpy as np
+
+    import minigrad
+    from minigrad import Tensor, gradcheck_report
+    from layers import functional as F
+    from layers.rope import build_rope_cache
 
 
 def gaussian(*shape, scale=1.0):

@@ -29,16 +29,19 @@ import math
 import sys
 import time
 
-import numpy as np
-
-import gpt.train
-from gpt import GPT
-from gpt.checkpoint import load_checkpoint, load_training_state, save_checkpoint
-from gpt.sample import generate
-
-from experiments import cli, figures, options
+from experiments import cli
 
 PROG = "python -m experiments.train_gpt"
+with cli.errors(PROG):   # Ctrl-C while NumPy loads: one line
+    import numpy as np
+
+    import gpt.train
+    from gpt import GPT
+    from gpt.checkpoint import load_checkpoint, load_training_state, save_checkpoint
+    from gpt.sample import generate
+
+    from experiments import figures, options
+
 CHECKPOINT = "ckpt.npz"
 # options a resumed run cannot change (the model, its data and its initialisation)
 FIXED_ON_RESUME = ("corpus", "seed", "init", "batch_size", "block_size", "n_layers", "n_heads",

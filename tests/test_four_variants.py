@@ -202,7 +202,7 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(case, tmp_path, capsys
     assert main(args + ["--output-dir", str(tmp_path / "out")]) == 2
     out, err = capsys.readouterr()
     assert out == "" and len(err.splitlines()) == 1 and needle in err, err
-    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+    assert not (tmp_path / "out").exists()
 
 
 def test_ctrl_c_is_one_line_130_and_writes_no_file(tmp_path, capsys, monkeypatch):
@@ -214,6 +214,8 @@ def test_ctrl_c_is_one_line_130_and_writes_no_file(tmp_path, capsys, monkeypatch
     assert capsys.readouterr().err.splitlines()[-1] == \
         "python -m experiments.four_variants: interrupted"
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+    assert main(SMALL + ["--output-dir", str(tmp_path / "new" / "out")]) == 130
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]   # the folders it made: gone
 
 
 def test_a_run_keeps_the_users_files_and_replaces_its_own(tmp_path, capsys):
