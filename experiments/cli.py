@@ -17,6 +17,7 @@ Exit statuses: 0 done; 1 a run diverged, or an output file could not be written;
 (one line on stderr); 130 Ctrl-C (one line). Standard library only.
 """
 import argparse
+import bdb
 import collections
 import concurrent.futures
 import contextlib
@@ -234,12 +235,12 @@ def errors(prog):
     """Around a command's run, its errors as exits: bad input (``UsageError``) is one line on
     stderr and status 2; an ``OSError`` (an output that cannot be written) one line naming the
     file, status 1; a ``MemoryError`` (a model too large for the machine) one line, status 2;
-    Ctrl-C one line, status 130. A closed stdout (``| head``) ends the command quietly with
-    status 141, as it ends ``cat``. However it ends, the folders ``output_dir`` made and nothing
-    filled are removed."""
+    Ctrl-C, or ``q`` at a ``breakpoint()``'s prompt, one line, status 130. A closed stdout
+    (``| head``) ends the command quietly with status 141, as it ends ``cat``. However it ends,
+    the folders ``output_dir`` made and nothing filled are removed."""
     try:
         yield
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, bdb.BdbQuit):
         progress(f"{prog}: interrupted")
         sys.exit(130)
     except BrokenPipeError:   # not SIGPIPE's default action: it would kill a worker pool's pipes

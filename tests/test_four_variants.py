@@ -218,6 +218,36 @@ def test_ctrl_c_is_one_line_130_and_writes_no_file(tmp_path, capsys, monkeypatch
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]   # the folders it made: gone
 
 
+LEARNER_BREAKPOINT = """import numpy as np
+
+
+def rmsnorm_backward(dout, cache):
+    xhat, weight, rstd = cache
+    dweight = np.einsum("nc,nc->c", dout.reshape(-1, xhat.shape[-1]),
+                        xhat.reshape(-1, xhat.shape[-1]))
+    dxhat = dout * weight
+    dx = rstd * (dxhat - xhat * np.mean(dxhat * xhat, axis=-1, keepdims=True))
+    if dout.size > 1000:   # in training, not in the check's small cases
+        breakpoint()
+    return dx, dweight
+"""
+
+
+def test_q_at_a_breakpoint_in_a_backward_ends_as_ctrl_c_does(tmp_path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "rmsnorm.py").write_text(LEARNER_BREAKPOINT)
+    out = tmp_path / "new" / "out"
+    r = subprocess.run([sys.executable, "-m", "experiments.four_variants", *SMALL,
+                        "--batch-size", "32", "--block-size", "16", "--d-model", "16",
+                        "--backward", str(tmp_path / "mine"), "--output-dir", str(out)],
+                       cwd=REPO, input="q\n", capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONBREAKPOINT": "pdb.set_trace"})
+    assert "(Pdb)" in r.stdout   # it stopped in the learner's backward, during training
+    assert r.returncode == 130 and "Traceback" not in r.stderr
+    assert r.stderr.splitlines()[-1] == "python -m experiments.four_variants: interrupted"
+    assert not (tmp_path / "new").exists()
+
+
 def test_a_run_keeps_the_users_files_and_replaces_its_own(tmp_path, capsys):
     (tmp_path / "ln_gelu.npz").write_text("mine")   # a name a run with checkpoints would write
     (tmp_path / "notes.txt").write_text("mine")
