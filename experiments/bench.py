@@ -260,7 +260,7 @@ def run(argv):
                    help=f"the folder of the chapter's {BUILD_PY}; None: {REFERENCE}")
     p.add_argument("--no-reference", action="store_true", help="time ours and the floor only")
     p.add_argument("--no-memory", action="store_true", help="no peak memory (fresh processes)")
-    p.add_argument("--threads", type=cli.positive_int, default=1, metavar="N",
+    p.add_argument("--threads", type=cli.up_to_cpus, default=1, metavar="N",
                    help="BLAS threads, and torch's")
     p.add_argument("--seed", type=cli.nonnegative_int, default=0, help="of weights and batches")
     p.add_argument("--json", type=cli.path_arg, metavar="PATH", help="also write every figure")

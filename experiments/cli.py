@@ -79,6 +79,19 @@ def bounded_int(lo, hi=None, unit=""):
 positive_int, nonnegative_int = bounded_int(1), bounded_int(0)
 
 
+def cpus():
+    """The CPUs this process may run on: its affinity where the system reports it (Linux),
+    else ``os.cpu_count()``."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
+        os.cpu_count() or 1
+
+
+def up_to_cpus(text):
+    """An argument type (``--threads``, ``--jobs``): an integer from 1 to ``cpus()``; more
+    threads or processes than CPUs only wait for one another."""
+    return bounded_int(1, cpus(), "(the CPUs this process may use)")(text)
+
+
 def bounded_float(lo, allow_lo):
     """An argument type: a finite number > ``lo`` (>= with ``allow_lo``)."""
     def parse(text):

@@ -68,7 +68,7 @@ def parse_args(argv):
                    "is in --output-dir, with its options (those given here win)")
     p.add_argument("--sample-chars", type=cli.nonnegative_int, default=200, metavar="N",
                    help="characters sampled from the checkpoint at the end")
-    p.add_argument("--threads", type=cli.positive_int, default=1, metavar="N",
+    p.add_argument("--threads", type=cli.up_to_cpus, default=1, metavar="N",
                    help="BLAS threads")
     p.add_argument("--progress-interval", type=cli.positive_float, default=10.0, metavar="S",
                    help="seconds between progress lines on stderr")

@@ -190,7 +190,9 @@ BAD = {"steps zero": (["--steps", "0"], "--steps"), "seeds": (["--seeds", "5000"
        "empty scheduler": (["--scheduler", ""], "empty"),
        "backward with scheduler": (["--backward", "x", "--scheduler", "tcp://x:1"], "--backward"),
        "model too wide": (["--d-model", "100000000"], "GiB of memory"),
-       "batch too large": (["--batch-size", "100000000"], "GiB of memory")}
+       "batch too large": (["--batch-size", "100000000"], "GiB of memory"),
+       "threads": (["--threads", str(cli.cpus() + 1)], "the CPUs this process may use"),
+       "jobs": (["--jobs", str(cli.cpus() + 1)], "the CPUs this process may use")}
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
@@ -203,6 +205,13 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(case, tmp_path, capsys
     out, err = capsys.readouterr()
     assert out == "" and len(err.splitlines()) == 1 and needle in err, err
     assert not (tmp_path / "out").exists()
+
+
+def test_more_jobs_than_runs_is_as_many_jobs_as_runs_and_says_so(tmp_path, capsys):
+    assert main(SMALL + ["--variants", "ln+gelu", "--jobs", str(cli.cpus()),
+                         "--output-dir", str(tmp_path)]) == 0
+    header = capsys.readouterr().err.splitlines()[0]
+    assert "1 run x 4 steps" in header and "in this process" in header, header
 
 
 def test_ctrl_c_is_one_line_130_and_writes_no_file(tmp_path, capsys, monkeypatch):
