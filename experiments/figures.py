@@ -34,13 +34,15 @@ def subplots(nrows=1, ncols=1, figsize=None, **kwargs):
 
 
 def add(report, files):
-    """Add ``loss_curves.png``, ``deltas.png`` and ``grad_norms.png`` to ``files`` (name ->
-    ``draw(path)``, for ``cli.write_outputs``); returns the install hint without matplotlib."""
+    """Add ``loss_curves.png``, ``deltas.png`` (unless the baseline alone was trained) and
+    ``grad_norms.png`` to ``files`` (name -> ``draw(path)``, for ``cli.write_outputs``); returns
+    the install hint without matplotlib."""
     if not available():
         return INSTALL_HINT
     for name, draw in (("loss_curves.png", loss_curves), ("deltas.png", deltas),
                        ("grad_norms.png", grad_norms)):
-        files[name] = lambda path, draw=draw: save(draw(report), path)
+        if name != "deltas.png" or not report.alone:   # the baseline alone: no differences
+            files[name] = lambda path, draw=draw: save(draw(report), path)
     return None
 
 
@@ -172,7 +174,7 @@ def loss_curves(report):
     seeds = "one seed" if n == 1 else f"{n} seeds (thin), mean (thick)"
     fig.suptitle(f"{report.study.name}: loss per step, {seeds}, init {report.args.init}"
                  + (f"; {how}" if how else ""),
-                 fontsize=11)
+                 fontsize=11, wrap=True)
     return fig
 
 

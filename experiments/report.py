@@ -87,6 +87,14 @@ class Report:
             f"{counted:,} of {len(data) - 1:,} positions"
 
     @property
+    def alone(self):
+        """The line that says so when the baseline alone was trained (``--variants``); else
+        ""."""
+        return "" if len(self.study.variants) > 1 else (
+            f"Only the baseline {self.baseline} was trained (--variants): nothing to compare it "
+            f"with, so no differences and no deltas.png.")
+
+    @property
     def any_diverged(self):
         return any(e["status"] != "ok" for e in self.runs)
 
@@ -177,8 +185,10 @@ class Report:
         return lines
 
     def comparison(self):
-        """The paired differences, the parameters and the divergences."""
-        return self.differences() + [""] + self.params() + [""] + self.divergence()
+        """The paired differences, the parameters and the divergences (the baseline alone: the
+        line that says so, and the divergences)."""
+        return ([self.alone] if self.alone else self.differences() + [""] + self.params()) + \
+            [""] + self.divergence()
 
     def closing(self):
         """The study's closing block (default: ``comparison``)."""
@@ -211,6 +221,8 @@ class Report:
         lines = ["", f"Uniform baseline: {self.uniform_baseline:.4f}", ""] + self.table()
         if len(self.seeds) > 1 or not self.study.quiet_with_one_seed:
             lines += [""] + self.closing()
+        elif self.alone:
+            lines += ["", self.alone]
         return lines + (["", f"Backward passes: {self.backward_line()}"]
                         if self.backward_line() else [])
 

@@ -162,6 +162,23 @@ def test_variants_can_be_chosen(tmp_path, capsys):
         assert main(SMALL + ["--variants", bad, "--output-dir", str(tmp_path / "x")]) == 2
 
 
+@pytest.mark.parametrize("seeds", ["1", "2"])
+def test_the_baseline_alone_has_nothing_to_compare_and_says_so_in_one_line(seeds, tmp_path,
+                                                                           capsys):
+    args = [a for a in SMALL if a != "--no-plots"] if figures.available() else SMALL
+    assert main(args + ["--variants", "ln+gelu", "--seeds", seeds,
+                        "--output-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    res, _, log = load(tmp_path)
+    line = ("Only the baseline ln+gelu was trained (--variants): nothing to compare it with, "
+            "so no differences and no deltas.png.")
+    for text in (out, log):
+        assert text.count(line) == 1
+        assert "Paired differences" not in text and "Parameters minus" not in text
+    assert not (tmp_path / "deltas.png").exists() and "deltas.png" not in res["files"]
+    assert not figures.available() or (tmp_path / "loss_curves.png").exists()
+
+
 def poison(model):
     """Every weight NaN: the loss is NaN at step 1."""
     for p in model.parameters():
