@@ -171,6 +171,14 @@ def write_outputs(out_dir, files):
             raise
 
 
+def not_written(out_dir, written):
+    """The figures and checkpoints (``*.png``, ``*.npz``) in ``out_dir`` that are not among the
+    names ``written``: an earlier run's, left as they were (a run removes nothing it did not
+    write), for a command to name beside its own."""
+    return sorted(p.name for p in Path(out_dir).iterdir()
+                  if p.suffix in (".png", ".npz") and p.name not in written)
+
+
 def progress(line):
     """One progress line on stderr."""
     print(line, file=sys.stderr, flush=True)

@@ -46,7 +46,7 @@ class Report:
 
     def __init__(self, study, args, data, seeds, entries, run_id):
         self.study, self.args, self.data, self.seeds, self.runs = study, args, data, seeds, entries
-        self.run_id, self.files = run_id, []
+        self.run_id, self.files, self.earlier = run_id, [], []
         self.baseline = study.variants[0].name
         self.uniform_baseline = math.log(data.tokenizer.vocab_size)
         self.summaries = {v.name: self.summary(v) for v in study.variants}
@@ -215,6 +215,11 @@ class Report:
                             {n for e in self.runs for n in e["backward_called"]})
 
     # ------------------------------------------------------------------ the outputs
+    def earlier_line(self):
+        """The figures and checkpoints in the folder this run did not write, in one line."""
+        return (f"Also in the folder, not written by this run (an earlier run's, left as they "
+                f"were): {', '.join(self.earlier)}")
+
     def stdout_lines(self):
         """What the command prints: the uniform baseline, the table, the closing block (one
         seed of a quiet study: the table alone, as the chapter prints it)."""
@@ -246,6 +251,7 @@ class Report:
         lines += [f"- backward passes (--backward): {self.backward_line()}."] \
             if self.backward_line() else []
         lines += [f"- {v.name}: {v.note}" for v in self.study.variants if v.note]
+        lines += [f"- {self.earlier_line()}."] if self.earlier else []
         return "\n".join(lines) + "\n"
 
     def results_json(self):

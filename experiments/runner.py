@@ -257,14 +257,17 @@ def run(study, argv):
     plot_note = None if args.no_plots else figures.add(rep, files)
     files["curves.csv"] = rep.curves_csv()
     files.update(study.files(rep) if study.files else {})
+    rep.files = sorted([*files, "run_log.txt", "results.json"])
+    rep.earlier = cli.not_written(out, rep.files)   # --no-plots: an earlier run's figures
     files["run_log.txt"] = rep.run_log()
-    rep.files = sorted([*files, "results.json"])
     files["results.json"] = rep.results_json()
     cli.write_outputs(out, files)
 
     for line in rep.stdout_lines():
         print(line)
     print(f"\nOutputs written to {out.resolve()}")
+    if rep.earlier:
+        print(rep.earlier_line())
     if plot_note:
         cli.progress(f"{study.name}: {plot_note}")
     diverged = [f"{e['name']} seed {e['seed']}" for e in entries if e["status"] != "ok"]

@@ -202,6 +202,10 @@ def run(argv=None):
             f"{model.num_parameters():,} parameters, init {args.init}"), path)
     elif not args.no_plots:
         cli.progress(f"train_gpt: {figures.INSTALL_HINT}")
+    earlier = cli.not_written(out, [*files, CHECKPOINT])   # --no-plots: an earlier loss.png
+    if earlier:
+        say(f"also in the folder, not written by this run (an earlier run's, left as it was): "
+            f"{', '.join(earlier)}")
     files["run_log.txt"] = "\n".join(lines) + "\n"
     cli.write_outputs(out, files)
     cli.progress(f"train_gpt: outputs written to {out.resolve()}")

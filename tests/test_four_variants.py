@@ -284,6 +284,20 @@ def test_a_run_keeps_the_users_files_and_replaces_its_own(tmp_path, capsys):
 
 
 @pytest.mark.skipif(not figures.available(), reason="matplotlib is not installed")
+def test_an_earlier_runs_figures_are_kept_and_named_by_a_run_that_draws_none(tmp_path, capsys):
+    assert main([a for a in SMALL if a != "--no-plots"] + ["--output-dir", str(tmp_path)]) == 0
+    before = {name: (tmp_path / name).read_bytes() for name in PNGS}
+    capsys.readouterr()
+    assert main(SMALL + ["--output-dir", str(tmp_path)]) == 0   # --no-plots
+    line = ("Also in the folder, not written by this run (an earlier run's, left as they were): "
+            "deltas.png, grad_norms.png, loss_curves.png")
+    assert capsys.readouterr().out.splitlines()[-1] == line
+    res, _, log = load(tmp_path)
+    assert f"- {line}." in log.splitlines() and not PNGS & set(res["files"])
+    assert all((tmp_path / name).read_bytes() == png for name, png in before.items())
+
+
+@pytest.mark.skipif(not figures.available(), reason="matplotlib is not installed")
 def test_the_figures_are_pngs(tmp_path, capsys):
     assert main([a for a in SMALL if a != "--no-plots"] + ["--output-dir", str(tmp_path)]) == 0
     for name in PNGS:
