@@ -223,7 +223,7 @@ class Report:
     def stdout_lines(self):
         """What the command prints: the uniform baseline, the table, the closing block (one
         seed of a quiet study: the table alone, as the chapter prints it)."""
-        lines = ["", f"Uniform baseline: {self.uniform_baseline:.4f}", ""] + self.table()
+        lines = [f"Uniform baseline: {self.uniform_baseline:.4f}", ""] + self.table()
         if len(self.seeds) > 1 or not self.study.quiet_with_one_seed:
             lines += [""] + self.closing()
         elif self.alone:
