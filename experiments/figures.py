@@ -64,6 +64,21 @@ def plot_steps(ax, steps, values, **kwargs):
     return ax.plot(steps, values, **kwargs)
 
 
+def log_y(ax):
+    """Make the y axis of ``ax`` log scale, its ticks plain decimals (0.5, 1, 2, 5, 10; not
+    5x10^-1), chosen for the range of what is drawn (call it last): within a decade, evenly
+    spaced values; up to 5 decades, 1, 2 and 5 times the powers of ten; up to 8, 1 and 3
+    times; more, the powers alone."""
+    from matplotlib.ticker import AutoLocator, FuncFormatter, LogLocator, NullFormatter
+    ax.set_yscale("log")
+    lo, hi = ax.get_ylim()
+    decades = np.log10(hi / lo)
+    ax.yaxis.set_major_locator(AutoLocator() if decades <= 1 else LogLocator(
+        subs=(1.0, 2.0, 5.0) if decades <= 5 else (1.0, 3.0) if decades <= 8 else (1.0,)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
 def _by_step(ax, y, **kwargs):
     """Plot ``y`` against the steps 1..len(y) (``plot_steps``)."""
     return plot_steps(ax, np.arange(1, len(y) + 1), y, **kwargs)
@@ -93,14 +108,15 @@ def grad_norms(report):
             mean = np.mean([e["grad_norms"][:n] for e in runs], axis=0)
             _by_step(ax, shown(mean), lw=2.0, color=c, label=v.name)
     ax.axhline(1.0, color="black", lw=0.8, ls=":", label="clip max_norm = 1")
-    ax.set_yscale("log")
     ax.set_xlabel("step")
     ax.set_ylabel("total gradient norm before clipping (log scale)")
     seeds = "one seed" if len(report.seeds) == 1 else "seeds thin, mean thick"
     notes = ["x = last step before divergence"] if report.any_diverged else []
+    ax.set_yscale("log")
     if 0 in every:
         ax.set_ylim(bottom=floor / 2)
         notes.append(f"a norm of 0 is drawn at {floor:.2g}")
+    log_y(ax)
     ax.set_title(f"{report.study.name}: gradient norm per step, {seeds}" +
                  ("\n" + "; ".join(notes) if notes else ""), fontsize=9)
     ax.grid(alpha=0.3, which="both")
@@ -152,7 +168,7 @@ def loss_curves(report):
              for e in report.runs if e["loss_curve"]]
     blown_up = bool(tails) and max(tails) > 2 * report.uniform_baseline
     if blown_up:  # a run ended far above the uniform loss: show everything, log scale
-        axes.flat[0].set_yscale("log")
+        log_y(axes.flat[0])
         how = "log scale"
     elif finite:
         lo = min(finite)
@@ -242,7 +258,7 @@ def hidden_stats(report, by):
                     plot_steps(ax, *zip(*pts), color=f"C{si % 10}", linewidth=1.6,
                                linestyle="-" if vi == 0 else "--", label=f"{v.name} {site}")
         if stat == "var":
-            ax.set_yscale("log")
+            log_y(ax)
         ax.set(xlabel="training step", ylabel=label, title=label.split(" (")[0])
         ax.grid(alpha=0.3)
     axes[1].axhline(3.0, color="grey", linewidth=0.8, linestyle=":")   # a Gaussian's

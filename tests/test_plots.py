@@ -241,3 +241,29 @@ def test_hidden_stats_draw_a_single_recorded_step_and_name_the_runs_that_diverge
     fig.tight_layout(rect=(0, 0.12, 1, 0.95))   # as extra_outputs saves it
     fig.canvas.draw()
     assert texts_inside(fig)
+
+
+def labelled_y_ticks(ax):
+    """The y tick labels shown inside the axes, as drawn."""
+    lo, hi = ax.get_ylim()
+    return [t.get_text() for t, v in zip(ax.get_yticklabels(), ax.get_yticks())
+            if lo <= v <= hi and t.get_text()]
+
+
+@pytest.mark.parametrize("norms, wanted", [
+    ([5000.0, 0.2], ["0.2", "0.5", "1", "2", "5000"]),   # values under 1 labelled
+    ([3.0, 1.5], ["1", "1.5", "2", "2.5", "3"]),           # within a decade: evenly spaced
+    ([1e6, 1e-8], ["1e-08", "1", "1e+06"])])             # many decades: the powers
+def test_log_axes_label_their_ticks_as_plain_decimals(norms, wanted):
+    study = positions.STUDY
+    runs = [run(v.name, 0, [42.0, 3.9]) for v in study.variants]
+    for e in runs:
+        e["grad_norms"] = norms
+    ax = drawn(figures.grad_norms(report(study, runs))).axes[0]
+    labels = labelled_y_ticks(ax)
+    assert set(wanted) <= set(labels) and len(labels) <= 20, labels
+    assert all(float(t) > 0 and "times" not in t and "^" not in t for t in labels)
+    blown = [run(v.name, 0, [40.0, 30.0, 20.0, 10.0]) for v in study.variants]   # log scale
+    ax = drawn(figures.loss_curves(report(study, blown))).axes[0]
+    assert ax.get_yscale() == "log" and "10" in labelled_y_ticks(ax)
+    assert all("times" not in t and "^" not in t for t in labelled_y_ticks(ax))
