@@ -14,6 +14,7 @@ Each function returns a ``matplotlib.figure.Figure`` (no pyplot, no backend to c
 global) that ``save`` writes; a curve of a single step is drawn as a dot.
 """
 import importlib.util
+import textwrap
 
 import numpy as np
 
@@ -35,20 +36,47 @@ def subplots(nrows=1, ncols=1, figsize=None, **kwargs):
 
 def add(report, files):
     """Add ``loss_curves.png``, ``deltas.png`` (unless the baseline alone was trained) and
-    ``grad_norms.png`` to ``files`` (name -> ``draw(path)``, for ``cli.write_outputs``); returns
-    the install hint without matplotlib."""
+    ``grad_norms.png`` to ``files`` (name -> ``draw(path)``, for ``cli.write_outputs``), each
+    with the run's ``backward_note``; returns the install hint without matplotlib."""
     if not available():
         return INSTALL_HINT
+    note = backward_note(report)
     for name, draw in (("loss_curves.png", loss_curves), ("deltas.png", deltas),
                        ("grad_norms.png", grad_norms)):
         if name != "deltas.png" or not report.alone:   # the baseline alone: no differences
-            files[name] = lambda path, draw=draw: save(draw(report), path)
+            files[name] = lambda path, draw=draw: save(draw(report), path, note)
     return None
 
 
-def save(fig, path, **tight_layout):
-    """Lay the figure out and write it as PNG at 110 dpi."""
-    fig.tight_layout(**tight_layout)
+def backward_note(report):
+    """The line over every figure of a run that trained with the learner's backward passes
+    (``--backward``), red when one of them failed its check, as ``(text, colour)``; None when
+    none of theirs was called."""
+    called = report.called()
+    mine = [s.name for s in report.args.backward or ()
+            if s.status != "not implemented" and called[s.name]]
+    wrong = [f"{name}_backward (in {', '.join(variants)})"
+             for name, variants in report.wrong_backward()]
+    if not mine:
+        return None
+    text = f"Trained with your backward passes: {', '.join(n + '_backward' for n in mine)}"
+    return (text + f"; the check failed for {', '.join(wrong)}: these losses are not the "
+            f"model's", "tab:red") if wrong else (text, "black")
+
+
+def save(fig, path, note=None, rect=(0, 0, 1, 1)):
+    """Lay the figure out within ``rect`` (left, bottom, right, top, as fractions of the
+    figure) and write it as PNG at 110 dpi; ``note`` (``backward_note``) goes across the top,
+    above everything else, wrapped to the figure's width."""
+    if note:
+        lines = textwrap.wrap(note[0], int(13 * fig.get_figwidth()))   # ~13 characters an inch
+        height = (0.1 + 0.16 * len(lines)) / fig.get_figheight()    # 9 pt lines, in inches
+        for text in fig.texts:   # the suptitle: below the note
+            text.set_y(text.get_position()[1] - height)
+        fig.text(0.5, 1 - 0.05 / fig.get_figheight(), "\n".join(lines), ha="center", va="top",
+                 fontsize=9, color=note[1])
+        rect = (*rect[:3], rect[3] - height)
+    fig.tight_layout(rect=rect)
     if hasattr(fig, "set_layout_engine"):  # matplotlib >= 3.6
         fig.set_layout_engine(None)  # else savefig lays the figure out again: a third of its time
     fig.savefig(path, format="png", dpi=110)
@@ -171,11 +199,11 @@ def loss_curves(report):
         log_y(axes.flat[0])
         how = "log scale"
     elif finite:
-        lo = min(finite)
         # the uniform line, the bulk of the training curve, and every point of the val curves
         # and of each training curve's last tenth (where the findings are) stay on the axis
         vals = [float(x) for e in report.runs if e["status"] == "ok"
                 for _, x in e["val_curve"] if np.isfinite(float(x))]
+        lo = min(finite + vals)
         hi = max(report.uniform_baseline * 1.25, np.percentile(finite, 2) * 1.05,
                  max(vals, default=0.0) * 1.05, max(tails, default=0.0) * 1.05)
         top = max(hi, lo + 0.5)

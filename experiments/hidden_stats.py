@@ -70,7 +70,8 @@ def files(report):
             repr(float(r[s])) for s in STAT_NAMES)) for n, seed, r in rows(report)])}
     if figures.available() and not report.args.no_plots:
         out["hidden_stats.png"] = lambda path: figures.save(
-            figures.hidden_stats(report, mean_stats(report)), path, rect=(0, 0.12, 1, 0.95))
+            figures.hidden_stats(report, mean_stats(report)), path,
+            figures.backward_note(report), rect=(0, 0.12, 1, 0.95))
     return out
 
 
