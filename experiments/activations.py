@@ -10,7 +10,10 @@
 Prints the losses, each variant's paired difference from ``gelu`` and the parameter
 differences. Options and outputs: ``experiments.runner``.
 """
-from experiments import runner
+from experiments import cli
+
+with cli.errors("python -m experiments.activations"):   # Ctrl-C while NumPy loads: one line
+    from experiments import runner
 
 STUDY = runner.Study(
     name="activations",

@@ -19,15 +19,16 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
-from gpt import GPT, GPTConfig
-from gpt.data import BUILTIN_CORPUS_PATH, CharTokenizer, get_batch, load_corpus
-from minigrad.optim import AdamW, clip_grad_norm_
-
 from experiments import cli
 
 PROG = "python -m experiments.bench"
+with cli.errors(PROG):   # Ctrl-C while NumPy loads: one line
+    import numpy as np
+
+    from gpt import GPT, GPTConfig
+    from gpt.data import BUILTIN_CORPUS_PATH, CharTokenizer, get_batch, load_corpus
+    from minigrad.optim import AdamW, clip_grad_norm_
+
 # (d_model, n_layers, T, B), 4 heads, learned positions, float32: tiny is the chapter's, cpu
 # nanoGPT's shakespeare-cpu shape (measured when named)
 SIZES = {"tiny": (64, 2, 32, 32), "small": (128, 4, 64, 32), "medium": (256, 6, 128, 16),
@@ -259,7 +260,7 @@ def run(argv):
                    help=f"the folder of the chapter's {BUILD_PY}; None: {REFERENCE}")
     p.add_argument("--no-reference", action="store_true", help="time ours and the floor only")
     p.add_argument("--no-memory", action="store_true", help="no peak memory (fresh processes)")
-    p.add_argument("--threads", type=cli.positive_int, default=1, metavar="N",
+    p.add_argument("--threads", type=cli.up_to_cpus, default=1, metavar="N",
                    help="BLAS threads, and torch's")
     p.add_argument("--seed", type=cli.nonnegative_int, default=0, help="of weights and batches")
     p.add_argument("--json", type=cli.path_arg, metavar="PATH", help="also write every figure")
@@ -268,7 +269,7 @@ def run(argv):
     if args.reference and not (folder / BUILD_PY).is_file():
         raise cli.UsageError(f"--reference: no {BUILD_PY} in {folder}")
     if args.json:
-        cli.output_dir(args.json.parent)
+        cli.output_file(args.json)
     cli.blas_threads(args.threads)
     ref = None if args.no_reference or not (folder / BUILD_PY).is_file() else \
         load_reference(folder, args.threads)

@@ -14,13 +14,16 @@ Prints the table, the differences from ``ln``, the gradient-norm history (every 
 curves.csv and grad_norms.png) and the divergences: a run whose loss or gradient norm becomes
 NaN or infinite stops there, the others go on (exit status 1). Options: ``experiments.runner``.
 """
-import numpy as np
+from experiments import cli
 
-import minigrad
-from layers.modules import LayerNorm
+with cli.errors("python -m experiments.break_it"):   # Ctrl-C while NumPy loads: one line
+    import numpy as np
 
-from experiments import runner
-from experiments.report import fmt_diff
+    import minigrad
+    from layers.modules import LayerNorm
+
+    from experiments import runner
+    from experiments.report import fmt_diff
 
 
 def zero_and_freeze_layernorm_gains(model):
@@ -43,14 +46,14 @@ def unigram_loss(fit, data):
 
 def closing(report):
     """Differences from ``ln``, the unigram loss, the gradient norms, the divergences."""
-    lines = report.differences() if len(report.seeds) > 1 else [
-        "Difference from ln, final val loss (one seed; run --seeds 5 for intervals):"] + [
-        f"  {v.name:8s} {fmt_diff(report.paired(v.name, report.baseline))}"
-        for v in report.study.variants[1:]]
+    lines = [report.alone] if report.alone else report.differences() if len(report.seeds) > 1 \
+        else ["Difference from ln, final val loss (one seed; run --seeds 5 for intervals):"] + [
+            f"  {v.name:8s} {fmt_diff(report.paired(v.name, report.baseline))}"
+            for v in report.study.variants[1:]]
     train, val = report.data.train, report.data.val
     lines += [f"  (for ln_gain0: the unigram model fitted to the training split scores "
               f"{unigram_loss(train, train):.4f} on it and {unigram_loss(train, val):.4f} on "
-              f"the validation split)"]
+              f"the validation split)"] if "ln_gain0" in report.summaries else []
     return lines + [""] + report.grad_norms() + [""] + report.divergence()
 
 

@@ -17,6 +17,7 @@ Exit statuses: 0 done; 1 a run diverged, or an output file could not be written;
 (one line on stderr); 130 Ctrl-C (one line). Standard library only.
 """
 import argparse
+import bdb
 import collections
 import concurrent.futures
 import contextlib
@@ -30,6 +31,7 @@ from pathlib import Path
 
 
 CONNECT_TIMEOUT = 10   # seconds to reach a Dask scheduler (Dask's default: 30)
+_made = []   # the folders output_dir made, removed at the end if left empty
 
 
 class UsageError(Exception):
@@ -77,6 +79,19 @@ def bounded_int(lo, hi=None, unit=""):
 positive_int, nonnegative_int = bounded_int(1), bounded_int(0)
 
 
+def cpus():
+    """The CPUs this process may run on: its affinity where the system reports it (Linux),
+    else ``os.cpu_count()``."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
+        os.cpu_count() or 1
+
+
+def up_to_cpus(text):
+    """An argument type (``--threads``, ``--jobs``): an integer from 1 to ``cpus()``; more
+    threads or processes than CPUs only wait for one another."""
+    return bounded_int(1, cpus(), "(the CPUs this process may use)")(text)
+
+
 def bounded_float(lo, allow_lo):
     """An argument type: a finite number > ``lo`` (>= with ``allow_lo``)."""
     def parse(text):
@@ -109,12 +124,27 @@ def path_arg(text):
 
 
 def output_dir(path):
-    """Make the folder ``path`` (before any work, so that a folder that cannot be made is bad
-    input, not a lost run); returns it. Raises ``UsageError`` naming the problem."""
+    """Make the folder ``path`` and its missing parents (before any work, so that a folder that
+    cannot be made is bad input, not a lost run); returns it. The folders it made are removed
+    when the command ends (``errors``) if they are still empty. Raises ``UsageError`` naming
+    the problem."""
+    path = Path(path)
+    missing = [p for p in (path, *path.parents) if not p.exists()]
     try:
-        Path(path).mkdir(parents=True, exist_ok=True)
+        path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise UsageError(f"output folder {path}: {e.strerror}") from None
+        raise UsageError(f"output folder {path}: "
+                         f"{'is a file' if path.is_file() else e.strerror}") from None
+    _made.extend(missing)
+    return path
+
+
+def output_file(path):
+    """``--json PATH``: make the folder of the file ``path`` (``output_dir``); returns ``path``.
+    Raises ``UsageError`` when ``path`` is a folder or its folder cannot be made."""
+    if Path(path).is_dir():
+        raise UsageError(f"{path} is a folder: give a file name, e.g. {Path(path, 'out.json')}")
+    output_dir(Path(path).parent)
     return Path(path)
 
 
@@ -139,6 +169,14 @@ def write_outputs(out_dir, files):
             if isinstance(e, OSError):
                 e.filename = str(dest)
             raise
+
+
+def not_written(out_dir, written):
+    """The figures and checkpoints (``*.png``, ``*.npz``) in ``out_dir`` that are not among the
+    names ``written``: an earlier run's, left as they were (a run removes nothing it did not
+    write), for a command to name beside its own."""
+    return sorted(p.name for p in Path(out_dir).iterdir()
+                  if p.suffix in (".png", ".npz") and p.name not in written)
 
 
 def progress(line):
@@ -218,11 +256,12 @@ def errors(prog):
     """Around a command's run, its errors as exits: bad input (``UsageError``) is one line on
     stderr and status 2; an ``OSError`` (an output that cannot be written) one line naming the
     file, status 1; a ``MemoryError`` (a model too large for the machine) one line, status 2;
-    Ctrl-C one line, status 130. A closed stdout (``| head``) ends the command quietly with
-    status 141, as it ends ``cat``."""
+    Ctrl-C, or ``q`` at a ``breakpoint()``'s prompt, one line, status 130. A closed stdout
+    (``| head``) ends the command quietly with status 141, as it ends ``cat``. However it ends,
+    the folders ``output_dir`` made and nothing filled are removed."""
     try:
         yield
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, bdb.BdbQuit):
         progress(f"{prog}: interrupted")
         sys.exit(130)
     except BrokenPipeError:   # not SIGPIPE's default action: it would kill a worker pool's pipes
@@ -237,3 +276,8 @@ def errors(prog):
     except MemoryError as e:   # a model or batch too large for this machine
         progress(f"{prog}: error: out of memory: {e}")
         sys.exit(2)
+    finally:
+        for folder in sorted(_made, key=lambda p: len(p.parts), reverse=True):  # deepest first
+            with contextlib.suppress(OSError):   # one that holds anything stays
+                folder.rmdir()
+        _made.clear()

@@ -14,6 +14,7 @@ Each function returns a ``matplotlib.figure.Figure`` (no pyplot, no backend to c
 global) that ``save`` writes; a curve of a single step is drawn as a dot.
 """
 import importlib.util
+import textwrap
 
 import numpy as np
 
@@ -34,19 +35,48 @@ def subplots(nrows=1, ncols=1, figsize=None, **kwargs):
 
 
 def add(report, files):
-    """Add ``loss_curves.png``, ``deltas.png`` and ``grad_norms.png`` to ``files`` (name ->
-    ``draw(path)``, for ``cli.write_outputs``); returns the install hint without matplotlib."""
+    """Add ``loss_curves.png``, ``deltas.png`` (unless the baseline alone was trained) and
+    ``grad_norms.png`` to ``files`` (name -> ``draw(path)``, for ``cli.write_outputs``), each
+    with the run's ``backward_note``; returns the install hint without matplotlib."""
     if not available():
         return INSTALL_HINT
+    note = backward_note(report)
     for name, draw in (("loss_curves.png", loss_curves), ("deltas.png", deltas),
                        ("grad_norms.png", grad_norms)):
-        files[name] = lambda path, draw=draw: save(draw(report), path)
+        if name != "deltas.png" or not report.alone:   # the baseline alone: no differences
+            files[name] = lambda path, draw=draw: save(draw(report), path, note)
     return None
 
 
-def save(fig, path, **tight_layout):
-    """Lay the figure out and write it as PNG at 110 dpi."""
-    fig.tight_layout(**tight_layout)
+def backward_note(report):
+    """The line over every figure of a run that trained with the learner's backward passes
+    (``--backward``), red when one of them failed its check, as ``(text, colour)``; None when
+    none of theirs was called."""
+    called = report.called()
+    mine = [s.name for s in report.args.backward or ()
+            if s.status != "not implemented" and called[s.name]]
+    wrong = [f"{name}_backward (in {', '.join(variants)})"
+             for name, variants in report.wrong_backward()]
+    if not mine:
+        return None
+    text = f"Trained with your backward passes: {', '.join(n + '_backward' for n in mine)}"
+    return (text + f"; the check failed for {', '.join(wrong)}: these losses are not the "
+            f"model's", "tab:red") if wrong else (text, "black")
+
+
+def save(fig, path, note=None, rect=(0, 0, 1, 1)):
+    """Lay the figure out within ``rect`` (left, bottom, right, top, as fractions of the
+    figure) and write it as PNG at 110 dpi; ``note`` (``backward_note``) goes across the top,
+    above everything else, wrapped to the figure's width."""
+    if note:
+        lines = textwrap.wrap(note[0], int(13 * fig.get_figwidth()))   # ~13 characters an inch
+        height = (0.1 + 0.16 * len(lines)) / fig.get_figheight()    # 9 pt lines, in inches
+        for text in fig.texts:   # the suptitle: below the note
+            text.set_y(text.get_position()[1] - height)
+        fig.text(0.5, 1 - 0.05 / fig.get_figheight(), "\n".join(lines), ha="center", va="top",
+                 fontsize=9, color=note[1])
+        rect = (*rect[:3], rect[3] - height)
+    fig.tight_layout(rect=rect)
     if hasattr(fig, "set_layout_engine"):  # matplotlib >= 3.6
         fig.set_layout_engine(None)  # else savefig lays the figure out again: a third of its time
     fig.savefig(path, format="png", dpi=110)
@@ -60,6 +90,21 @@ def plot_steps(ax, steps, values, **kwargs):
     if len(values) == 1:
         kwargs.setdefault("marker", "o")
     return ax.plot(steps, values, **kwargs)
+
+
+def log_y(ax):
+    """Make the y axis of ``ax`` log scale, its ticks plain decimals (0.5, 1, 2, 5, 10; not
+    5x10^-1), chosen for the range of what is drawn (call it last): within a decade, evenly
+    spaced values; up to 5 decades, 1, 2 and 5 times the powers of ten; up to 8, 1 and 3
+    times; more, the powers alone."""
+    from matplotlib.ticker import AutoLocator, FuncFormatter, LogLocator, NullFormatter
+    ax.set_yscale("log")
+    lo, hi = ax.get_ylim()
+    decades = np.log10(hi / lo)
+    ax.yaxis.set_major_locator(AutoLocator() if decades <= 1 else LogLocator(
+        subs=(1.0, 2.0, 5.0) if decades <= 5 else (1.0, 3.0) if decades <= 8 else (1.0,)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
 
 
 def _by_step(ax, y, **kwargs):
@@ -91,14 +136,15 @@ def grad_norms(report):
             mean = np.mean([e["grad_norms"][:n] for e in runs], axis=0)
             _by_step(ax, shown(mean), lw=2.0, color=c, label=v.name)
     ax.axhline(1.0, color="black", lw=0.8, ls=":", label="clip max_norm = 1")
-    ax.set_yscale("log")
     ax.set_xlabel("step")
     ax.set_ylabel("total gradient norm before clipping (log scale)")
     seeds = "one seed" if len(report.seeds) == 1 else "seeds thin, mean thick"
     notes = ["x = last step before divergence"] if report.any_diverged else []
+    ax.set_yscale("log")
     if 0 in every:
         ax.set_ylim(bottom=floor / 2)
         notes.append(f"a norm of 0 is drawn at {floor:.2g}")
+    log_y(ax)
     ax.set_title(f"{report.study.name}: gradient norm per step, {seeds}" +
                  ("\n" + "; ".join(notes) if notes else ""), fontsize=9)
     ax.grid(alpha=0.3, which="both")
@@ -150,14 +196,14 @@ def loss_curves(report):
              for e in report.runs if e["loss_curve"]]
     blown_up = bool(tails) and max(tails) > 2 * report.uniform_baseline
     if blown_up:  # a run ended far above the uniform loss: show everything, log scale
-        axes.flat[0].set_yscale("log")
+        log_y(axes.flat[0])
         how = "log scale"
     elif finite:
-        lo = min(finite)
         # the uniform line, the bulk of the training curve, and every point of the val curves
         # and of each training curve's last tenth (where the findings are) stay on the axis
         vals = [float(x) for e in report.runs if e["status"] == "ok"
                 for _, x in e["val_curve"] if np.isfinite(float(x))]
+        lo = min(finite + vals)
         hi = max(report.uniform_baseline * 1.25, np.percentile(finite, 2) * 1.05,
                  max(vals, default=0.0) * 1.05, max(tails, default=0.0) * 1.05)
         top = max(hi, lo + 0.5)
@@ -172,7 +218,7 @@ def loss_curves(report):
     seeds = "one seed" if n == 1 else f"{n} seeds (thin), mean (thick)"
     fig.suptitle(f"{report.study.name}: loss per step, {seeds}, init {report.args.init}"
                  + (f"; {how}" if how else ""),
-                 fontsize=11)
+                 fontsize=11, wrap=True)
     return fig
 
 
@@ -240,7 +286,7 @@ def hidden_stats(report, by):
                     plot_steps(ax, *zip(*pts), color=f"C{si % 10}", linewidth=1.6,
                                linestyle="-" if vi == 0 else "--", label=f"{v.name} {site}")
         if stat == "var":
-            ax.set_yscale("log")
+            log_y(ax)
         ax.set(xlabel="training step", ylabel=label, title=label.split(" (")[0])
         ax.grid(alpha=0.3)
     axes[1].axhline(3.0, color="grey", linewidth=0.8, linestyle=":")   # a Gaussian's

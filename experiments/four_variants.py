@@ -9,8 +9,11 @@ what this run measured. Options and outputs: ``experiments.runner``.
     python -m experiments.four_variants --tiny --seeds 10 --jobs 2 # paired intervals
     python -m experiments.four_variants --preset shakespeare-cpu   # nanoGPT's CPU run, 4 ways
 """
-from experiments import flops, runner
-from experiments.report import fmt_diff
+from experiments import cli
+
+with cli.errors("python -m experiments.four_variants"):   # Ctrl-C while NumPy loads: one line
+    from experiments import flops, runner
+    from experiments.report import fmt_diff
 
 LESSONS = {"rms": "RMSNorm: same regularization effect as LayerNorm, ~half the FLOPs.",
            "swiglu": "SwiGLU: gating learns which features to pass through; modest extra params "

@@ -11,14 +11,14 @@ each new character as it is sampled.
 """
 import sys
 
-import numpy as np
-
-from gpt.checkpoint import load_checkpoint, load_tokenizer
-from gpt.sample import generate
-
 from experiments import cli
 
 PROG = "python -m experiments.generate"
+with cli.errors(PROG):   # Ctrl-C while NumPy loads: one line
+    import numpy as np
+
+    from gpt.checkpoint import load_checkpoint, load_tokenizer
+    from gpt.sample import generate
 
 
 def run(argv):

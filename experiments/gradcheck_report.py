@@ -13,16 +13,16 @@ import math
 import sys
 import time
 
-import numpy as np
-
-import minigrad
-from minigrad import Tensor, gradcheck_report
-from layers import functional as F
-from layers.rope import build_rope_cache
-
 from experiments import cli
 
 PROG = "python -m experiments.gradcheck_report"
+with cli.errors(PROG):   # Ctrl-C while NumPy loads: one line
+    import numpy as np
+
+    import minigrad
+    from minigrad import Tensor, gradcheck_report
+    from layers import functional as F
+    from layers.rope import build_rope_cache
 
 
 def gaussian(*shape, scale=1.0):
@@ -192,7 +192,7 @@ def run(argv):
     p.add_argument("--json", type=cli.path_arg, metavar="PATH", help="also write the rows there")
     args = p.parse_args(argv)
     if args.json:
-        cli.output_dir(args.json.parent)
+        cli.output_file(args.json)
     mode = "fast" if args.fast else "slow"
     print(f"gradcheck of every primitive and layer: float64, {mode} mode, seed {args.seed}\n")
     rows = run_cases(args.seed, args.fast, CASES)

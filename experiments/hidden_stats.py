@@ -5,12 +5,15 @@ the residual stream entering every block's attention and MLP, on a fixed probe b
 ``--batch-size`` validation windows). Writes what every study writes, ``hidden_stats.csv`` and
 ``hidden_stats.png``:  python -m experiments.hidden_stats --steps 500 --seeds 3 --jobs 2
 """
-import numpy as np
+from experiments import cli
 
-from gpt.capture import STAT_NAMES, ResidualStats
-from gpt.data import eval_windows
+with cli.errors("python -m experiments.hidden_stats"):   # Ctrl-C while NumPy loads: one line
+    import numpy as np
 
-from experiments import figures, runner
+    from gpt.capture import STAT_NAMES, ResidualStats
+    from gpt.data import eval_windows
+
+    from experiments import figures, runner
 
 
 def probe(run):
@@ -67,7 +70,8 @@ def files(report):
             repr(float(r[s])) for s in STAT_NAMES)) for n, seed, r in rows(report)])}
     if figures.available() and not report.args.no_plots:
         out["hidden_stats.png"] = lambda path: figures.save(
-            figures.hidden_stats(report, mean_stats(report)), path, rect=(0, 0.12, 1, 0.95))
+            figures.hidden_stats(report, mean_stats(report)), path,
+            figures.backward_note(report), rect=(0, 0.12, 1, 0.95))
     return out
 
 

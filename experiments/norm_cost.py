@@ -15,11 +15,14 @@ import math
 import sys
 import timeit
 
-import numpy as np
-
-from experiments import cli, flops
+from experiments import cli
 
 PROG = "python -m experiments.norm_cost"
+with cli.errors(PROG):   # Ctrl-C while NumPy loads: one line
+    import numpy as np
+
+    from experiments import flops
+
 SHAPES = {"tiny": (32, 32, 64), "large": (32, 128, 256)}   # (B, T, C)
 CLAIM = "RMSNorm: same regularization effect as LayerNorm, ~half the FLOPs."
 MIN_VERDICT_REPEATS = 5   # fewer samples have no quartiles to compare a time ratio with

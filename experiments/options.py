@@ -7,6 +7,7 @@ and splits it; ``model_config(args, data, **fields)`` is the ``GPTConfig``;
 ``optimiser(args, steps)`` the AdamW and the learning-rate schedule of nanoGPT's ``train.py``.
 """
 import functools
+import os
 from types import SimpleNamespace
 
 import gpt.train
@@ -120,13 +121,37 @@ def load_data(args):
 
 
 def model_config(args, data, **fields):
-    """The ``GPTConfig`` of the options, ``fields`` over them; ``UsageError`` if invalid."""
+    """The ``GPTConfig`` of the options, ``fields`` over them; ``UsageError`` if invalid or if a
+    training step at ``--batch-size`` cannot fit in this machine's memory (``check_memory``)."""
     base = {k: getattr(args, k) for k in ("block_size", "n_layers", "n_heads", "d_model",
                                           "norm", "mlp", "pos", "bias", "dtype") if hasattr(args, k)}
     try:
-        return GPTConfig(vocab_size=data.tokenizer.vocab_size, **{**base, **fields})
+        config = GPTConfig(vocab_size=data.tokenizer.vocab_size, **{**base, **fields})
     except (TypeError, ValueError) as e:
         raise cli.UsageError(f"invalid model configuration: {e}") from None
+    check_memory(config, args.batch_size)
+    return config
+
+
+def check_memory(config, batch_size):
+    """``UsageError`` when a lower bound of the memory of one training step exceeds this
+    machine's physical memory (where the system reports it): the weights, their gradients and
+    AdamW's two moments (4 copies of at least V C + 11 L C^2 parameters: the embedding, the
+    attention's 4 C^2 and the MLP's about 8 C^2 a block), and the logits of a batch with their
+    gradient (2 B T V). A step below the bound may still run out: ``cli.errors`` says so."""
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return
+    V, C, L, T = config.vocab_size, config.d_model, config.n_layers, config.block_size
+    params = V * C + 11 * L * C * C
+    need = config.np_dtype.itemsize * (4 * params + 2 * batch_size * T * V)
+    if need > ram:
+        raise cli.UsageError(
+            f"--d-model {C} --n-layers {L} --batch-size {batch_size} --block-size {T}: a "
+            f"training step needs at least {need / 2**30:,.0f} GiB of memory (weights, "
+            f"gradients, AdamW's moments, the logits and their gradient); this machine has "
+            f"{ram / 2**30:.1f} GiB")
 
 
 def optimiser(args, steps):

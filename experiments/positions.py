@@ -10,7 +10,10 @@ Prints the losses, the paired difference of ``rope`` from ``learned`` and the pa
 difference (the block_size x d_model table RoPE does without). Options and outputs:
 ``experiments.runner``.
 """
-from experiments import runner
+from experiments import cli
+
+with cli.errors("python -m experiments.positions"):   # Ctrl-C while NumPy loads: one line
+    from experiments import runner
 
 STUDY = runner.Study(
     name="positions",

@@ -46,7 +46,7 @@ class Report:
 
     def __init__(self, study, args, data, seeds, entries, run_id):
         self.study, self.args, self.data, self.seeds, self.runs = study, args, data, seeds, entries
-        self.run_id, self.files = run_id, []
+        self.run_id, self.files, self.earlier = run_id, [], []
         self.baseline = study.variants[0].name
         self.uniform_baseline = math.log(data.tokenizer.vocab_size)
         self.summaries = {v.name: self.summary(v) for v in study.variants}
@@ -85,6 +85,14 @@ class Report:
         counted = int(eval_windows(data, self.args.block_size, self.args.eval_tokens)[2].sum())
         return f"all {len(data) - 1:,} positions" if counted == len(data) - 1 else \
             f"{counted:,} of {len(data) - 1:,} positions"
+
+    @property
+    def alone(self):
+        """The line that says so when the baseline alone was trained (``--variants``); else
+        ""."""
+        return "" if len(self.study.variants) > 1 else (
+            f"Only the baseline {self.baseline} was trained (--variants): nothing to compare it "
+            f"with, so no differences and no deltas.png.")
 
     @property
     def any_diverged(self):
@@ -177,8 +185,10 @@ class Report:
         return lines
 
     def comparison(self):
-        """The paired differences, the parameters and the divergences."""
-        return self.differences() + [""] + self.params() + [""] + self.divergence()
+        """The paired differences, the parameters and the divergences (the baseline alone: the
+        line that says so, and the divergences)."""
+        return ([self.alone] if self.alone else self.differences() + [""] + self.params()) + \
+            [""] + self.divergence()
 
     def closing(self):
         """The study's closing block (default: ``comparison``)."""
@@ -205,12 +215,19 @@ class Report:
                             {n for e in self.runs for n in e["backward_called"]})
 
     # ------------------------------------------------------------------ the outputs
+    def earlier_line(self):
+        """The figures and checkpoints in the folder this run did not write, in one line."""
+        return (f"Also in the folder, not written by this run (an earlier run's, left as they "
+                f"were): {', '.join(self.earlier)}")
+
     def stdout_lines(self):
         """What the command prints: the uniform baseline, the table, the closing block (one
         seed of a quiet study: the table alone, as the chapter prints it)."""
-        lines = ["", f"Uniform baseline: {self.uniform_baseline:.4f}", ""] + self.table()
+        lines = [f"Uniform baseline: {self.uniform_baseline:.4f}", ""] + self.table()
         if len(self.seeds) > 1 or not self.study.quiet_with_one_seed:
             lines += [""] + self.closing()
+        elif self.alone:
+            lines += ["", self.alone]
         return lines + (["", f"Backward passes: {self.backward_line()}"]
                         if self.backward_line() else [])
 
@@ -234,6 +251,7 @@ class Report:
         lines += [f"- backward passes (--backward): {self.backward_line()}."] \
             if self.backward_line() else []
         lines += [f"- {v.name}: {v.note}" for v in self.study.variants if v.note]
+        lines += [f"- {self.earlier_line()}."] if self.earlier else []
         return "\n".join(lines) + "\n"
 
     def results_json(self):

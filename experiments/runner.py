@@ -85,13 +85,13 @@ def parse_args(study, argv):
     p.add_argument("--output-dir", type=cli.path_arg, default=f"outputs/{study.name}",
                    metavar="DIR", help="where the files go")
     where = p.add_mutually_exclusive_group()
-    where.add_argument("--jobs", type=cli.positive_int, default=1, metavar="N",
+    where.add_argument("--jobs", type=cli.up_to_cpus, default=1, metavar="N",
                        help="runs trained at a time; 1: in this process, more: in worker "
                             "processes (the numbers do not depend on it)")
     where.add_argument("--scheduler", type=cli.nonempty, metavar="ADDRESS",
                        help="train on the Dask cluster whose scheduler is at ADDRESS, e.g. "
                             "tcp://10.0.0.5:8786 (the cluster extra)")
-    p.add_argument("--threads", type=cli.positive_int, default=1, metavar="N",
+    p.add_argument("--threads", type=cli.up_to_cpus, default=1, metavar="N",
                    help="BLAS threads of each run")
     p.add_argument("--eval-every", type=cli.positive_int, default=10, metavar="K",
                    help="validation loss every K steps (curves.csv)")
@@ -227,14 +227,14 @@ def run(study, argv):
     out = cli.output_dir(args.output_dir)   # after every check, before any training
     now = datetime.datetime.now(datetime.timezone.utc)
     run_id = f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
+    jobs, entries = min(args.jobs, len(runs)), []
     where = f"on the Dask cluster at {args.scheduler}" if args.scheduler else (
-        "in this process" if args.jobs == 1 else f"{args.jobs} at a time")
-    cli.progress(f"{study.name}: {len(runs)} runs x {args.steps} steps, corpus {data.label} "
+        "in this process" if jobs == 1 else f"{jobs} at a time")
+    cli.progress(f"{study.name}: {len(runs)} run{'s' * (len(runs) > 1)} x {args.steps} steps, corpus {data.label} "
                  f"({len(data.text)} characters, vocab {data.tokenizer.vocab_size}), train/val "
                  f"{len(data.train)}/{len(data.val)} tokens, {where}, init {args.init}, "
                  f"run {run_id}")
     cli.blas_threads(args.threads)
-    jobs, entries = min(args.jobs, len(runs)), []
     for e in (cli.in_workers(train_one, runs, jobs, args.threads, client) if client or jobs > 1
               else map(train_one, runs)):   # one job trains here: a breakpoint() stops here
         entries.append(e)   # its line: the variant's labels, params, the losses
@@ -257,14 +257,17 @@ def run(study, argv):
     plot_note = None if args.no_plots else figures.add(rep, files)
     files["curves.csv"] = rep.curves_csv()
     files.update(study.files(rep) if study.files else {})
+    rep.files = sorted([*files, "run_log.txt", "results.json"])
+    rep.earlier = cli.not_written(out, rep.files)   # --no-plots: an earlier run's figures
     files["run_log.txt"] = rep.run_log()
-    rep.files = sorted([*files, "results.json"])
     files["results.json"] = rep.results_json()
     cli.write_outputs(out, files)
 
     for line in rep.stdout_lines():
         print(line)
     print(f"\nOutputs written to {out.resolve()}")
+    if rep.earlier:
+        print(rep.earlier_line())
     if plot_note:
         cli.progress(f"{study.name}: {plot_note}")
     diverged = [f"{e['name']} seed {e['seed']}" for e in entries if e["status"] != "ok"]

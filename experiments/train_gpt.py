@@ -29,16 +29,19 @@ import math
 import sys
 import time
 
-import numpy as np
-
-import gpt.train
-from gpt import GPT
-from gpt.checkpoint import load_checkpoint, load_training_state, save_checkpoint
-from gpt.sample import generate
-
-from experiments import cli, figures, options
+from experiments import cli
 
 PROG = "python -m experiments.train_gpt"
+with cli.errors(PROG):   # Ctrl-C while NumPy loads: one line
+    import numpy as np
+
+    import gpt.train
+    from gpt import GPT
+    from gpt.checkpoint import load_checkpoint, load_training_state, save_checkpoint
+    from gpt.sample import generate
+
+    from experiments import figures, options
+
 CHECKPOINT = "ckpt.npz"
 # options a resumed run cannot change (the model, its data and its initialisation)
 FIXED_ON_RESUME = ("corpus", "seed", "init", "batch_size", "block_size", "n_layers", "n_heads",
@@ -65,7 +68,7 @@ def parse_args(argv):
                    "is in --output-dir, with its options (those given here win)")
     p.add_argument("--sample-chars", type=cli.nonnegative_int, default=200, metavar="N",
                    help="characters sampled from the checkpoint at the end")
-    p.add_argument("--threads", type=cli.positive_int, default=1, metavar="N",
+    p.add_argument("--threads", type=cli.up_to_cpus, default=1, metavar="N",
                    help="BLAS threads")
     p.add_argument("--progress-interval", type=cli.positive_float, default=10.0, metavar="S",
                    help="seconds between progress lines on stderr")
@@ -199,6 +202,10 @@ def run(argv=None):
             f"{model.num_parameters():,} parameters, init {args.init}"), path)
     elif not args.no_plots:
         cli.progress(f"train_gpt: {figures.INSTALL_HINT}")
+    earlier = cli.not_written(out, [*files, CHECKPOINT])   # --no-plots: an earlier loss.png
+    if earlier:
+        say(f"also in the folder, not written by this run (an earlier run's, left as it was): "
+            f"{', '.join(earlier)}")
     files["run_log.txt"] = "\n".join(lines) + "\n"
     cli.write_outputs(out, files)
     cli.progress(f"train_gpt: outputs written to {out.resolve()}")

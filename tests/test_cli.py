@@ -151,3 +151,47 @@ def test_ctrl_c_stops_a_large_sweep_at_once_and_leaves_no_worker(tmp_path):
         assert all(s.startswith("Z") for s in left), left
     finally:   # never leave the sweep behind, whatever happened
         subprocess.run(["pkill", "-9", "-g", str(p.pid)])
+
+
+@pytest.mark.parametrize("module", ["experiments.exercises.break_backward",
+                                    "experiments.gradcheck_report", "experiments.bench"])
+def test_json_naming_a_folder_or_under_a_file_is_bad_input_before_any_work(module, tmp_path,
+                                                                        capsys):
+    run = __import__(module, fromlist=["run"]).run
+    (tmp_path / "file").write_text("x")
+    for path, words in ((tmp_path, "is a folder: give a file name"),
+                        (tmp_path / "file" / "x.json", "output folder .*file: is a file")):
+        with pytest.raises(cli.UsageError, match=words):
+            run(["--json", str(path)])
+        assert capsys.readouterr().out == ""   # refused before the run printed anything
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_the_folders_a_run_made_and_left_empty_are_removed_and_no_other(tmp_path):
+    (tmp_path / "mine").mkdir()   # existed before: stays, empty as it is
+
+    def run(argv):
+        cli.output_dir(tmp_path / "mine")
+        cli.output_dir(tmp_path / "a" / "b" / "c")      # made, left empty: all three go
+        cli.output_dir(tmp_path / "d" / "e")            # made, a file written: both stay
+        (tmp_path / "d" / "e" / "run_log.txt").write_text("x")
+        raise KeyboardInterrupt
+    assert status(run) == 130
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d", "mine"]
+    assert not any((tmp_path / "mine").iterdir())
+
+
+COMMANDS = ["four_variants", "break_it", "activations", "positions", "hidden_stats", "train_gpt",
+            "bench", "gradcheck_report", "exercises.break_backward", "norm_cost", "generate"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_ctrl_c_while_numpy_loads_is_the_same_one_line_and_130(command, tmp_path):
+    (tmp_path / "numpy").mkdir()   # found before the real one: a Ctrl-C inside NumPy's import
+    (tmp_path / "numpy" / "__init__.py").write_text("raise KeyboardInterrupt\n")
+    repo = Path(cli.__file__).parents[1]
+    r = subprocess.run([sys.executable, "-m", f"experiments.{command}"], cwd=repo,
+                       env={**os.environ, "PYTHONPATH": str(tmp_path)}, capture_output=True,
+                       text=True)
+    assert (r.returncode, r.stdout, r.stderr) == (
+        130, "", f"python -m experiments.{command}: interrupted\n")

@@ -109,6 +109,12 @@ def test_a_closed_stdout_is_quiet_and_status_141_as_for_cat(tmp_path):
     assert json.loads((tmp_path / "out" / "results.json").read_text())["status"] == "ok"
 
 
+def test_the_first_line_of_stdout_is_the_first_line_of_content(tmp_path):
+    r = _run(["experiments.four_variants", "--steps", "1", *TINY,
+              "--output-dir", str(tmp_path / "out")], tmp_path)
+    assert r.returncode == 0 and r.stdout.splitlines()[0].startswith("Uniform baseline: ")
+
+
 def test_without_a_terminal_progress_lines_come_at_the_interval(tmp_path):
     r = _run(["experiments.positions", "--steps", "60", *TINY, "--progress-interval", "0.05",
               "--output-dir", str(tmp_path / "out")], tmp_path)

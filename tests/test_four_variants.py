@@ -162,6 +162,23 @@ def test_variants_can_be_chosen(tmp_path, capsys):
         assert main(SMALL + ["--variants", bad, "--output-dir", str(tmp_path / "x")]) == 2
 
 
+@pytest.mark.parametrize("seeds", ["1", "2"])
+def test_the_baseline_alone_has_nothing_to_compare_and_says_so_in_one_line(seeds, tmp_path,
+                                                                           capsys):
+    args = [a for a in SMALL if a != "--no-plots"] if figures.available() else SMALL
+    assert main(args + ["--variants", "ln+gelu", "--seeds", seeds,
+                        "--output-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    res, _, log = load(tmp_path)
+    line = ("Only the baseline ln+gelu was trained (--variants): nothing to compare it with, "
+            "so no differences and no deltas.png.")
+    for text in (out, log):
+        assert text.count(line) == 1
+        assert "Paired differences" not in text and "Parameters minus" not in text
+    assert not (tmp_path / "deltas.png").exists() and "deltas.png" not in res["files"]
+    assert not figures.available() or (tmp_path / "loss_curves.png").exists()
+
+
 def poison(model):
     """Every weight NaN: the loss is NaN at step 1."""
     for p in model.parameters():
@@ -188,7 +205,11 @@ BAD = {"steps zero": (["--steps", "0"], "--steps"), "seeds": (["--seeds", "5000"
        "short corpus": (["--corpus", "SHORT", "--block-size", "32"], "too short"),
        "jobs and scheduler": (["--jobs", "2", "--scheduler", "tcp://x:1"], "not allowed"),
        "empty scheduler": (["--scheduler", ""], "empty"),
-       "backward with scheduler": (["--backward", "x", "--scheduler", "tcp://x:1"], "--backward")}
+       "backward with scheduler": (["--backward", "x", "--scheduler", "tcp://x:1"], "--backward"),
+       "model too wide": (["--d-model", "100000000"], "GiB of memory"),
+       "batch too large": (["--batch-size", "100000000"], "GiB of memory"),
+       "threads": (["--threads", str(cli.cpus() + 1)], "the CPUs this process may use"),
+       "jobs": (["--jobs", str(cli.cpus() + 1)], "the CPUs this process may use")}
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
@@ -200,7 +221,14 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(case, tmp_path, capsys
     assert main(args + ["--output-dir", str(tmp_path / "out")]) == 2
     out, err = capsys.readouterr()
     assert out == "" and len(err.splitlines()) == 1 and needle in err, err
-    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+    assert not (tmp_path / "out").exists()
+
+
+def test_more_jobs_than_runs_is_as_many_jobs_as_runs_and_says_so(tmp_path, capsys):
+    assert main(SMALL + ["--variants", "ln+gelu", "--jobs", str(cli.cpus()),
+                         "--output-dir", str(tmp_path)]) == 0
+    header = capsys.readouterr().err.splitlines()[0]
+    assert "1 run x 4 steps" in header and "in this process" in header, header
 
 
 def test_ctrl_c_is_one_line_130_and_writes_no_file(tmp_path, capsys, monkeypatch):
@@ -212,6 +240,38 @@ def test_ctrl_c_is_one_line_130_and_writes_no_file(tmp_path, capsys, monkeypatch
     assert capsys.readouterr().err.splitlines()[-1] == \
         "python -m experiments.four_variants: interrupted"
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+    assert main(SMALL + ["--output-dir", str(tmp_path / "new" / "out")]) == 130
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]   # the folders it made: gone
+
+
+LEARNER_BREAKPOINT = """import numpy as np
+
+
+def rmsnorm_backward(dout, cache):
+    xhat, weight, rstd = cache
+    dweight = np.einsum("nc,nc->c", dout.reshape(-1, xhat.shape[-1]),
+                        xhat.reshape(-1, xhat.shape[-1]))
+    dxhat = dout * weight
+    dx = rstd * (dxhat - xhat * np.mean(dxhat * xhat, axis=-1, keepdims=True))
+    if dout.size > 1000:   # in training, not in the check's small cases
+        breakpoint()
+    return dx, dweight
+"""
+
+
+def test_q_at_a_breakpoint_in_a_backward_ends_as_ctrl_c_does(tmp_path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "rmsnorm.py").write_text(LEARNER_BREAKPOINT)
+    out = tmp_path / "new" / "out"
+    r = subprocess.run([sys.executable, "-m", "experiments.four_variants", *SMALL,
+                        "--batch-size", "32", "--block-size", "16", "--d-model", "16",
+                        "--backward", str(tmp_path / "mine"), "--output-dir", str(out)],
+                       cwd=REPO, input="q\n", capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONBREAKPOINT": "pdb.set_trace"})
+    assert "(Pdb)" in r.stdout   # it stopped in the learner's backward, during training
+    assert r.returncode == 130 and "Traceback" not in r.stderr
+    assert r.stderr.splitlines()[-1] == "python -m experiments.four_variants: interrupted"
+    assert not (tmp_path / "new").exists()
 
 
 def test_a_run_keeps_the_users_files_and_replaces_its_own(tmp_path, capsys):
@@ -221,6 +281,20 @@ def test_a_run_keeps_the_users_files_and_replaces_its_own(tmp_path, capsys):
     assert main(SMALL + ["--output-dir", str(tmp_path)]) == 0
     assert (tmp_path / "ln_gelu.npz").read_text() == (tmp_path / "notes.txt").read_text() == "mine"
     assert json.loads((tmp_path / "results.json").read_text())["status"] == "ok"
+
+
+@pytest.mark.skipif(not figures.available(), reason="matplotlib is not installed")
+def test_an_earlier_runs_figures_are_kept_and_named_by_a_run_that_draws_none(tmp_path, capsys):
+    assert main([a for a in SMALL if a != "--no-plots"] + ["--output-dir", str(tmp_path)]) == 0
+    before = {name: (tmp_path / name).read_bytes() for name in PNGS}
+    capsys.readouterr()
+    assert main(SMALL + ["--output-dir", str(tmp_path)]) == 0   # --no-plots
+    line = ("Also in the folder, not written by this run (an earlier run's, left as they were): "
+            "deltas.png, grad_norms.png, loss_curves.png")
+    assert capsys.readouterr().out.splitlines()[-1] == line
+    res, _, log = load(tmp_path)
+    assert f"- {line}." in log.splitlines() and not PNGS & set(res["files"])
+    assert all((tmp_path / name).read_bytes() == png for name, png in before.items())
 
 
 @pytest.mark.skipif(not figures.available(), reason="matplotlib is not installed")

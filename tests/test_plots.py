@@ -189,9 +189,10 @@ def test_the_val_legend_says_how_many_positions_it_averages():
     assert "val (16 of 29 positions), mean" in part.axes[0].get_legend_handles_labels()[1]
 
 
-def test_loss_curves_keep_every_val_point_and_the_last_steps_on_the_axis():
+@pytest.mark.parametrize("val", [3.0, 1.0])   # above the training curves' ends, and below
+def test_loss_curves_keep_every_val_point_and_the_last_steps_on_the_axis(val):
     study = activations.STUDY
-    runs = [run(v.name, s, [42.0] + curve(range(60), drift=0.1 * i), final=(2.0, 3.0 + i))
+    runs = [run(v.name, s, [42.0] + curve(range(60), drift=0.1 * i), final=(2.0, val + i))
             for i, v in enumerate(study.variants) for s in range(2)]
     fig = drawn(figures.loss_curves(report(study, runs)))
     lo, hi = fig.axes[0].get_ylim()
@@ -241,3 +242,68 @@ def test_hidden_stats_draw_a_single_recorded_step_and_name_the_runs_that_diverge
     fig.tight_layout(rect=(0, 0.12, 1, 0.95))   # as extra_outputs saves it
     fig.canvas.draw()
     assert texts_inside(fig)
+
+
+def labelled_y_ticks(ax):
+    """The y tick labels shown inside the axes, as drawn."""
+    lo, hi = ax.get_ylim()
+    return [t.get_text() for t, v in zip(ax.get_yticklabels(), ax.get_yticks())
+            if lo <= v <= hi and t.get_text()]
+
+
+@pytest.mark.parametrize("norms, wanted", [
+    ([5000.0, 0.2], ["0.2", "0.5", "1", "2", "5000"]),   # values under 1 labelled
+    ([3.0, 1.5], ["1", "1.5", "2", "2.5", "3"]),           # within a decade: evenly spaced
+    ([1e6, 1e-8], ["1e-08", "1", "1e+06"])])             # many decades: the powers
+def test_log_axes_label_their_ticks_as_plain_decimals(norms, wanted):
+    study = positions.STUDY
+    runs = [run(v.name, 0, [42.0, 3.9]) for v in study.variants]
+    for e in runs:
+        e["grad_norms"] = norms
+    ax = drawn(figures.grad_norms(report(study, runs))).axes[0]
+    labels = labelled_y_ticks(ax)
+    assert set(wanted) <= set(labels) and len(labels) <= 20, labels
+    assert all(float(t) > 0 and "times" not in t and "^" not in t for t in labels)
+    blown = [run(v.name, 0, [40.0, 30.0, 20.0, 10.0]) for v in study.variants]   # log scale
+    ax = drawn(figures.loss_curves(report(study, blown))).axes[0]
+    assert ax.get_yscale() == "log" and "10" in labelled_y_ticks(ax)
+    assert all("times" not in t and "^" not in t for t in labelled_y_ticks(ax))
+
+
+@pytest.mark.parametrize("status", ["wrong", "right"])
+def test_every_figure_of_a_run_with_the_learners_backward_says_so(status, tmp_path,
+                                                                   monkeypatch):
+    from experiments import hidden_stats
+    from experiments.exercises.learner import Swap
+    study = four_variants.STUDY
+    runs = [dict(run(v.name, 0, curve(range(20))), extra={"rows": []},
+                 backward_called=["rmsnorm"] if v.name.startswith("rms") else [])
+            for v in study.variants]
+    rep = report(study, runs)
+    rep.args.backward, rep.args.no_plots = (Swap("rmsnorm", "mine/rmsnorm.py", status),), False
+    note = figures.backward_note(rep)
+    said = "Trained with your backward passes: rmsnorm_backward"
+    assert note == ((said + "; the check failed for rmsnorm_backward (in rms+gelu, rms+swiglu): "
+                     "these losses are not the model's", "tab:red") if status == "wrong" else
+                    (said, "black"))
+    for draw in (figures.loss_curves, figures.deltas, figures.grad_norms):
+        fig = draw(rep)
+        FigureCanvasAgg(fig)
+        figures.save(fig, tmp_path / "x.png", note)
+        drawn_note = [t for t in fig.texts if t.get_text().replace("\n", " ") == note[0]]
+        assert len(drawn_note) == 1 and to_rgba(drawn_note[0].get_color()) == to_rgba(note[1])
+        renderer = fig.canvas.get_renderer()
+        box = drawn_note[0].get_window_extent(renderer)
+        assert box.y1 <= fig.bbox.y1 + 0.5 and box.x0 >= -0.5 and box.x1 <= fig.bbox.x1 + 0.5
+        below = [a.get_window_extent(renderer) for a in fig.axes] + (
+            [fig._suptitle.get_window_extent(renderer)] if fig._suptitle else [])
+        assert all(b.y1 <= box.y0 for b in below)   # above every panel and the title
+    seen = []   # figures.add and hidden_stats' figure pass the note to every figure they save
+    monkeypatch.setattr(figures, "save", lambda fig, path, note=None, **kw: seen.append(note))
+    files = {}
+    figures.add(rep, files)
+    files.update(hidden_stats.files(rep))
+    for name, write in files.items():
+        if name.endswith(".png"):
+            write(tmp_path / name)
+    assert len(seen) == 4 and all(n == note for n in seen)

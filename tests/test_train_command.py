@@ -121,6 +121,19 @@ def test_a_run_writes_its_files_and_prints_a_sample(tmp_path, capfd):
         out / "ckpt.npz").config.vocab_size == 74
 
 
+@pytest.mark.skipif(not figures.available(), reason="matplotlib is not installed")
+def test_an_earlier_runs_loss_png_is_kept_and_named_by_a_run_that_draws_none(tmp_path, capsys):
+    args = TINY + ["--max-iters", "3", "--output-dir", str(tmp_path), "--sample-chars", "0"]
+    assert main([a for a in args if a != "--no-plots"]) == 0
+    png = (tmp_path / "loss.png").read_bytes()
+    capsys.readouterr()
+    assert main(args) == 0
+    line = "also in the folder, not written by this run (an earlier run's, left as it was): loss.png"
+    assert line in capsys.readouterr().out.splitlines()
+    assert line in (tmp_path / "run_log.txt").read_text().splitlines()
+    assert (tmp_path / "loss.png").read_bytes() == png
+
+
 # ---------------------------------------------------------------- bad input
 
 @pytest.mark.parametrize("args, needle", [

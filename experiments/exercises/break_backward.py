@@ -16,15 +16,17 @@ import json
 import math
 import sys
 
-import numpy as np
-
-from minigrad import Tensor, from_pair, gradcheck_report
-
 from experiments import cli
-from experiments.exercises.catalogue import EXERCISES, as_tuple, make_cases
-from experiments.exercises.terms import terms_of
 
 PROG = "python -m experiments.exercises.break_backward"
+with cli.errors(PROG):   # Ctrl-C while NumPy loads: one line
+    import numpy as np
+
+    from minigrad import Tensor, from_pair, gradcheck_report
+
+    from experiments.exercises.catalogue import EXERCISES, as_tuple, make_cases
+    from experiments.exercises.terms import terms_of
+
 BREAKS = (   # (exercise, gradient, term (from 1), factor): 0 leaves it out, -1 flips its sign
     ("layernorm", "dx", 2, 0), ("layernorm", "dx", 3, 0), ("rmsnorm", "dx", 2, 0),
     ("gelu", "dx", 3, 0), ("silu", "dx", 2, 0), ("relu2", "dx", 1, -1), ("swiglu", "dx", 1, 0),
@@ -98,7 +100,7 @@ def run(argv):
     p.add_argument("--json", type=cli.path_arg, metavar="PATH", help="also write the rows here")
     args = p.parse_args(argv)
     if args.json:
-        cli.output_dir(args.json.parent)
+        cli.output_file(args.json)
     print(f"gradcheck of right and deliberately wrong backward passes: float64, slow mode, seed "
           f"{args.seed}\n")
     found = rows(args.seed)
