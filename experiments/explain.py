@@ -14,14 +14,15 @@ on stderr, status 2.
 """
 import sys
 
-import numpy as np
-
 from experiments import cli
-from experiments.exercises.catalogue import EXERCISES, Case, as_tuple
-from experiments.exercises.grading import numerical
-from experiments.exercises.terms import Parts, terms_of
 
 PROG = "python -m experiments.explain"
+with cli.errors(PROG):   # Ctrl-C while NumPy loads: one line
+    import numpy as np
+
+    from experiments.exercises.catalogue import EXERCISES, Case, as_tuple
+    from experiments.exercises.grading import numerical
+    from experiments.exercises.terms import Parts, terms_of
 
 
 def _away_from_zero(r, n):       # ReLU²'s kink at 0 is no place for central differences

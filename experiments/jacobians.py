@@ -18,14 +18,16 @@ docs/derivations.md shows the figure.
 """
 import sys
 
-import numpy as np
-
-from experiments import cli, figures
-from layers.layernorm import layernorm_backward, layernorm_forward
-from layers.rmsnorm import rmsnorm_backward, rmsnorm_forward
-from layers.softmax import softmax_backward, softmax_forward
+from experiments import cli
 
 PROG = "python -m experiments.jacobians"
+with cli.errors(PROG):   # Ctrl-C while NumPy loads: one line
+    import numpy as np
+
+    from experiments import figures
+    from layers.layernorm import layernorm_backward, layernorm_forward
+    from layers.rmsnorm import rmsnorm_backward, rmsnorm_forward
+    from layers.softmax import softmax_backward, softmax_forward
 C = 8
 TOL = 1e-3       # a singular value below TOL times the largest counts as 0
 

@@ -182,7 +182,8 @@ def test_the_folders_a_run_made_and_left_empty_are_removed_and_no_other(tmp_path
 
 
 COMMANDS = ["four_variants", "break_it", "activations", "positions", "hidden_stats", "train_gpt",
-            "bench", "gradcheck_report", "exercises.break_backward", "norm_cost", "generate"]
+            "bench", "gradcheck_report", "exercises.break_backward", "norm_cost", "generate",
+            "explain", "jacobians"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
