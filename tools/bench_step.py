@@ -12,8 +12,9 @@ uses the exact (erf) GELU, ours at the preset the tanh form; ``--tanh`` gives na
 tanh form too.
 
 Then op by op at the step's shapes (median of ``--repeats`` x 20 calls each, ours / PyTorch's
-kernel): GELU, LayerNorm and the attention core forward and backward, and the step's matrix
-products alone (NumPy's, the floor of a NumPy step, against PyTorch's whole step).
+kernel): GELU (ours the tanh form, against PyTorch's tanh form and its exact one), LayerNorm and
+the attention core forward and backward, and the step's matrix products alone (NumPy's, the
+floor of a NumPy step, against PyTorch's whole step).
 """
 import argparse
 import importlib.util
@@ -153,10 +154,11 @@ def ops(args, torch_step_ms):
     wt = torch.ones(C, requires_grad=True)
     qt, kt, vt = (torch.from_numpy(a).requires_grad_() for a in (q, k, v))
     gelu_t = torch.nn.functional.gelu(ht, approximate="tanh")
+    gelu_exact_t = torch.nn.functional.gelu(ht)
     ln_t = torch.nn.functional.layer_norm(xt, (C,), wt)
     att_t = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=True)
     gelu_cache, ln_cache = gelu_forward(h)[1], layernorm_forward(x, w, b)[1]
-    att_cache = attention_forward(q, k, v, True)[1]
+    att_cache = attention_forward(q, k, v, is_causal=True)[1]
     g_node = GELUFunction.apply(Tensor(h, requires_grad=True))
     rows = [
         ("GELU forward (the engine: blocks)", lambda: GELUFunction.apply(Tensor(h)),
@@ -168,11 +170,16 @@ def ops(args, torch_step_ms):
          lambda: torch.autograd.grad(gelu_t, ht, torch.from_numpy(dh), retain_graph=True)),
         ("GELU backward (the pair, whole)", lambda: gelu_backward(dh, gelu_cache),
          lambda: torch.autograd.grad(gelu_t, ht, torch.from_numpy(dh), retain_graph=True)),
+        ("GELU forward, PyTorch's exact (nanoGPT's)", lambda: GELUFunction.apply(Tensor(h)),
+         lambda: torch.nn.functional.gelu(ht.detach())),
+        ("GELU backward, PyTorch's exact (nanoGPT's)",
+         lambda: g_node._ctx.fn_cls.backward(g_node._ctx, dh),
+         lambda: torch.autograd.grad(gelu_exact_t, ht, torch.from_numpy(dh), retain_graph=True)),
         ("LayerNorm forward", lambda: layernorm_forward(x, w, b),
          lambda: torch.nn.functional.layer_norm(xt.detach(), (C,), wt.detach())),
         ("LayerNorm backward", lambda: layernorm_backward(dx, ln_cache),
          lambda: torch.autograd.grad(ln_t, (xt, wt), torch.from_numpy(dx), retain_graph=True)),
-        ("attention core forward", lambda: attention_forward(q, k, v, True),
+        ("attention core forward", lambda: attention_forward(q, k, v, is_causal=True),
          lambda: torch.nn.functional.scaled_dot_product_attention(
              qt.detach(), kt.detach(), vt.detach(), is_causal=True)),
         ("attention core backward", lambda: attention_backward(dy, att_cache),
@@ -182,7 +189,7 @@ def ops(args, torch_step_ms):
     print(f"\nop by op at the preset's shapes (median of {args.repeats} x 20 calls):")
     for name, ours, theirs in rows:
         a, b = per_call(ours, args.repeats), per_call(theirs, args.repeats)
-        print(f"  {name:<36} ours {1e6 * a:8.0f} us  PyTorch {1e6 * b:8.0f} us  ratio {a / b:.2f}")
+        print(f"  {name:<42} ours {1e6 * a:8.0f} us  PyTorch {1e6 * b:8.0f} us  ratio {a / b:.2f}")
     # the step's matrix products (forward and backward of every Linear, the tied head, and
     # the attention core's four), NumPy against the same in PyTorch
     shapes = [(B * T, C, 3 * C), (B * T, C, C), (B * T, C, 4 * C), (B * T, 4 * C, C)] * L
