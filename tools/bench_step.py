@@ -14,7 +14,8 @@ tanh form too.
 Then op by op at the step's shapes (median of ``--repeats`` x 20 calls each, ours / PyTorch's
 kernel): GELU (ours the tanh form, against PyTorch's tanh form and its exact one), LayerNorm and
 the attention core forward and backward, and the step's matrix products alone (NumPy's, the
-floor of a NumPy step, against PyTorch's whole step).
+floor of a NumPy step, against PyTorch's whole step). ``--blocks``: our step with GELU run in
+blocks by the engine (``from_pair(..., elementwise=True)``) against GELU's pair run whole.
 """
 import argparse
 import importlib.util
@@ -214,6 +215,45 @@ def ops(args, torch_step_ms):
           f"({torch_step_ms:.1f} ms)")
 
 
+def blocks(args):
+    """The preset step with GELU run in blocks (``elementwise=True``, the engine's way) against
+    the same model with GELU's pair run whole: ratios within a repeat, the same losses."""
+    from gpt import GPT, GPTConfig
+    from gpt.train import configure_optimizers
+    from layers.gelu import gelu_backward, gelu_forward
+    from minigrad import from_pair
+    from minigrad.optim import clip_grad_norm_
+    config = GPTConfig(vocab_size=V, block_size=T, n_layers=L, n_heads=H, d_model=C, bias=False)
+    blocked, whole = GPT(config, 0, "gpt2"), GPT(config, 0, "gpt2")
+    for block in whole.blocks:
+        block.mlp.function = from_pair(gelu_forward, gelu_backward, "GELUFunction")
+    opts = {id(m): configure_optimizers(m, 1e-3, 0.1, betas=(0.9, 0.99), decay="2d")
+            for m in (blocked, whole)}
+    rng = np.random.default_rng(0)
+    batches = [(rng.integers(0, V, (B, T)), rng.integers(0, V, (B, T))) for _ in range(8)]
+
+    def step(m, i):
+        _, loss = m(*batches[i % 8])
+        opts[id(m)].zero_grad()
+        loss.backward()
+        clip_grad_norm_(m.parameters(), 1.0)
+        opts[id(m)].step()
+        return float(loss.data)
+    for i in range(3):
+        assert step(blocked, i) == step(whole, i), "blocks changed the numbers"
+    ratio = []
+    for r in range(args.repeats):
+        took = {}
+        for m in (blocked, whole)[::1 if r % 2 else -1]:
+            t0 = time.perf_counter()
+            for i in range(args.steps):
+                step(m, i)
+            took[id(m)] = time.perf_counter() - t0
+        ratio.append(took[id(blocked)] / took[id(whole)])
+    print(f"\nthe step with GELU in blocks / with GELU's pair whole: {median_spread(ratio)} "
+          f"(the same losses)")
+
+
 def main(argv):
     p = argparse.ArgumentParser(prog="bench_step", description=__doc__.splitlines()[0])
     p.add_argument("--nanogpt", required=True, help="a clone of karpathy/nanoGPT")
@@ -221,6 +261,8 @@ def main(argv):
     p.add_argument("--steps", type=int, default=10, help="steps a repeat, each model")
     p.add_argument("--tanh", action="store_true", help="nanoGPT's GELU in the tanh form too")
     p.add_argument("--no-ops", action="store_true", help="the whole step only")
+    p.add_argument("--blocks", action="store_true",
+                   help="also the step with GELU in blocks against GELU's pair whole")
     args = p.parse_args(argv)
     import torch
     torch.set_num_threads(1)
@@ -230,6 +272,8 @@ def main(argv):
     torch_step_ms = steps(args)
     if not args.no_ops:
         ops(args, torch_step_ms)
+    if args.blocks:
+        blocks(args)
 
 
 if __name__ == "__main__":
