@@ -1,6 +1,7 @@
 """The diagnosis's general rules (``experiments/exercises/mistakes.py`` and ``terms.variants``)
 on wrong backward passes written as learners write them (``wrong_backwards.py``): the tuning
-batch, one answer per kind and exercise, named in exactly the words expected; the two held-out
+batch, one answer per kind and exercise, and the answers written for the third round's rules,
+named in exactly the words expected; the two held-out
 batches, written after the rules, never named wrongly and never passed (how many they name is a
 figure, ``python -m tests.wrong_backwards``); two mistakes at once of the new kinds get no single
 name.
@@ -8,8 +9,8 @@ name.
 import numpy as np
 import pytest
 
-from wrong_backwards import (HELDOUT, HELDOUT2, TUNING, Wrong, _layernorm, _norm_dx, _softmax, as_expected,
-                             diagnosis, is_named)
+from wrong_backwards import (HELDOUT, HELDOUT2, TUNING, TUNING2, Wrong, _layernorm, _norm_dx,
+                             _softmax, as_expected, diagnosis, is_named)
 
 from experiments.exercises import mistakes
 
@@ -18,7 +19,7 @@ def _ids(batch):
     return [f"{w.name}-{i}" for i, w in enumerate(batch)]
 
 
-@pytest.mark.parametrize("w", TUNING, ids=_ids(TUNING))
+@pytest.mark.parametrize("w", TUNING + TUNING2, ids=_ids(TUNING) + [f"{i}-r3" for i in _ids(TUNING2)])
 def test_the_tuning_batch_is_named_in_the_words_expected(w):
     status, per = diagnosis(w)
     assert status == "wrong"

@@ -216,7 +216,7 @@ TUNING = [
                  "inner product of y with itself where the outer product belongs"}),
     Wrong("attention", MOVED, lambda d, c: _attention(d, c, dS_of=lambda P, dP: P * dP - np.sum(
         P * P * dP, axis=-1, keepdims=True)),
-          {"dq": None, "dk": None}),   # the masked entries: P is 0 where a learner's sum is not
+          {g: f"your {g} has P inside the sum over the row, where it belongs outside" for g in ("dq", "dk")}),
     # the wrong axis or count
     Wrong("layernorm", AXIS, lambda d, c: _layernorm(d, c, dx_of=_norm_dx(_mean_over(0))),
           {"dx": "your dx has the mean over axis 0 in place of the mean over the row"}),
@@ -333,7 +333,7 @@ HELDOUT = [
           {"dx": ("divides by 1 - s",)}),
     Wrong("relu2", FUNCTION, lambda d, r: d * 2 / r, {"dx": ("divides by r",)}),
     Wrong("swiglu", FUNCTION, lambda d, c: _swiglu(d, c, da_of=lambda dg, a, s: dg * s * (1 + a * s)),
-          {"dx": (), "dw_gate": ()}),
+          {g: ("s in place of 1 - s",) for g in ("dx", "dw_gate")}),   # () when first measured
     Wrong("attention", FUNCTION, lambda d, c: _attention(d, c, dS_of=lambda P, dP: P * P * dP - P * np.sum(
         P * dP, axis=-1, keepdims=True)), {"dq": ("P^2", "multiplied by P"), "dk": ("P^2", "multiplied by P")}),
     # a factor moved into or out of a reduction
@@ -458,7 +458,8 @@ HELDOUT2 = [
     Wrong("attention", LAYER, lambda d, c: _attention(d, c, dS_of=lambda P, dP: dP),   # read: dS = dP
           {g: ("leaves out P; term 2",) for g in ("dq", "dk")}),
     Wrong("softmax", LAYER, lambda dy, c: dy * c[0] * (1 - c[0]), {"dx": ("leaves out the sum",)}),
-    Wrong("silu", LAYER, lambda d, c: d * (c[1] + c[0] * (1 - c[1] ** 2)), {"dx": ()}),
+    Wrong("silu", LAYER, lambda d, c: d * (c[1] + c[0] * (1 - c[1] ** 2)),
+          {"dx": ("1 - s^2 (tanh' written in s)",)}),   # () when first measured
     # a quantity from outside the derivation's vocabulary
     Wrong("swiglu", OUTSIDE, lambda d, c: _swiglu(d, c, da_of=lambda dg, a, s: dg * (a * s) * (1 + a * (1 - a * s))),
           {"dx": ("g in place of s",), "dw_gate": ("g in place of s",)}),
@@ -479,7 +480,7 @@ HELDOUT2 = [
           {"dx": ("the C axis",)}),
     # indices
     Wrong("cross_entropy", INDEX, lambda dl, c: _ce(dl, c, onehot_at=lambda p, t: (t + 1) % p.shape[1]),
-          {"dlogits": ()}),
+          {"dlogits": ("(targets + 1) % V",)}),   # () when first measured
     Wrong("embedding", INDEX, lambda d, c: _embedding_add_at(d.reshape(d.shape[-1], -1).T.reshape(d.shape), c),
           {"dweight": ()}),
     Wrong("attention", INDEX, lambda d, c: _attention(d, c, dS_of=lambda P, dP: np.where(np.tril(np.ones(
@@ -492,6 +493,44 @@ HELDOUT2 = [
           {"dx": ("c = 0.044715 twice",)}),
     Wrong("relu2", NEAR, lambda d, r: d * 2 * r ** 3, {"dx": ("multiplied by out",)}),   # read: r^2 = out
     Wrong("gelu", NEAR, lambda d, c: _gelu(d, c, tanh_prime=lambda x, t: 1 - t * t * x), {"dx": ()}),
+]
+
+
+# ----------------------------------------------------------------------------- the third round's rules
+# Written for the rules the held-out batches' misses led to, each where it applies: a factor moved
+# across attention's row sum where the causal mask makes P 0; an index shifted by one and wrapped
+# (% V); a shape summed over softmax's own axis (C, whichever it is) or over axis 0 alone (the
+# batch axis of one case, every row of another); sigmoid' and tanh' each written in the other's
+# output; 1 - s inside SwiGLU's silu'.
+
+TUNING2 = [
+    Wrong("attention", MOVED, lambda d, c: _attention(d, c, dS_of=lambda P, dP: P * (
+        dP - P * dP.sum(axis=-1, keepdims=True))),
+          {g: f"your {g} has P outside the sum over the row, where it belongs inside" for g in ("dq", "dk")}),
+    Wrong("attention", MOVED, lambda d, c: _attention(d, c, dS_of=lambda P, dP: P * dP - dP * (
+        P ** 2).sum(axis=-1, keepdims=True)),
+          {g: f"your {g} has P inside the sum over the row in place of what it multiplies: an inner "
+              f"product of P with itself where the outer product belongs" for g in ("dq", "dk")}),
+    Wrong("embedding", INDEX, lambda d, c: _embedding_add_at(d, c, lambda idx: np.where(
+        idx + 1 == c[1][0], 0, idx + 1)), {"dweight": "your dweight has (idx + 1) % V in place of idx"}),
+    Wrong("cross_entropy", INDEX, lambda dl, c: ((c[0] - np.eye(c[0].shape[1], dtype=c[0].dtype)[
+        (c[1] + 1) % c[0].shape[1]]) * dl / c[5]).reshape(c[6]),
+          {"dlogits": "your dlogits has (targets + 1) % V in place of targets"}),
+    Wrong("softmax", SHAPE, lambda dy, c: _softmax(dy, c).sum(axis=c[1]),
+          {"dx": "wrong: dx has shape (3,) in x (3, 5); it must be (3, 5): yours is the right one "
+                 "summed over the C axis"}),
+    Wrong("linear", SHAPE, lambda d, c: (lambda dx, dW, db: (dx.sum(axis=0), dW, db))(*_linear(d, c)),
+          {"dx": "wrong: dx has shape (3, 4) in x (2, 3, 4), weight (4, 4); it must be (2, 3, 4): yours "
+                 "is the right one summed over axis 0"}),
+    Wrong("gelu", LAYER, lambda d, c: _gelu(d, c, tanh_prime=lambda x, t: t * (1 - t)),
+          {"dx": "your dx has t (1 - t) (sigmoid' written in t) in place of tanh'(u) = 1 - t^2"}),
+    Wrong("silu", LAYER, lambda d, c: (lambda s: d * (s + c[0] * (1 - s * s)))(c[1]),
+          {"dx": "your dx has 1 - s^2 (tanh' written in s) in place of sigmoid'(x) = s (1 - s)"}),
+    Wrong("swiglu", LAYER, lambda d, c: _swiglu(d, c, da_of=lambda dg, a, s: dg * (s + a * (1 - s * s))),
+          {g: f"your {g} has 1 - s^2 (tanh' written in s) in place of sigmoid'(a) = s (1 - s)"
+           for g in ("dx", "dw_gate")}),
+    Wrong("swiglu", FUNCTION, lambda d, c: _swiglu(d, c, da_of=lambda dg, a, s: dg * s * (1 + a)),
+          {g: f"your {g} leaves out 1 - s" for g in ("dx", "dw_gate")}),
 ]
 
 
@@ -553,7 +592,8 @@ def figures(rows):
 
 if __name__ == "__main__":
     import sys
-    batches = {"tuning": TUNING, "held-out": HELDOUT, "second held-out": HELDOUT2}
+    batches = {"tuning": TUNING, "held-out": HELDOUT, "second held-out": HELDOUT2,
+               "third round's rules": TUNING2}
     for label, batch in batches.items():
         rows = measure(batch)
         if "-v" in sys.argv:
