@@ -14,7 +14,7 @@ the quantities they are built from (``DERIVATIONS``: name -> (parts, terms)).
 out, another in its place (the confusable ones above among them), two exchanged; then the small
 families of ``_neighbours``, general over every exercise: a quantity inverted, squared, its square
 root, put through a function of the forward (``FUNCTIONS``: softmax(P) where P belongs), an index
-shifted by one, a reduction (``reduction``) over another axis or with a factor moved across it;
+shifted by one (or wrapped: % V), a reduction (``reduction``) over another axis or with a factor moved across it;
 and another layer's backward (``OTHER_LAYERS``). ``quantities`` are the arrays a term may be
 multiplied by; ``AXES`` names the last axes of each gradient, for a shape.
 """
@@ -65,8 +65,8 @@ def variants(ex, cases):
     the ones built from others first), another of as many axes in its place (the forward's
     ``out`` among them), two of them exchanged. Then the families of ``_neighbours``: another
     layer's backward, a quantity inverted, squared, its square root, put through a function of
-    the forward, an index shifted, a reduction over another axis or with a factor moved across
-    it."""
+    the forward, an index shifted (or shifted and wrapped), a reduction over another axis or
+    with a factor moved across it."""
     raws, parts, values = _quantities(ex, cases)
     ex.terms(parts[0])
     read = set(parts[0].read)
