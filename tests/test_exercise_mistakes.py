@@ -1,6 +1,7 @@
 """The diagnosis's general rules (``experiments/exercises/mistakes.py`` and ``terms.variants``)
 on wrong backward passes written as learners write them (``wrong_backwards.py``): the tuning
-batch, one answer per kind and exercise, named in exactly the words expected; the two held-out
+batch, one answer per kind and exercise, and the answers written for the third round's rules,
+named in exactly the words expected; the three held-out
 batches, written after the rules, never named wrongly and never passed (how many they name is a
 figure, ``python -m tests.wrong_backwards``); two mistakes at once of the new kinds get no single
 name.
@@ -8,8 +9,8 @@ name.
 import numpy as np
 import pytest
 
-from wrong_backwards import (HELDOUT, HELDOUT2, TUNING, Wrong, _layernorm, _norm_dx, _softmax, as_expected,
-                             diagnosis, is_named)
+from wrong_backwards import (HELDOUT, HELDOUT2, HELDOUT3, TUNING, TUNING2, Wrong, _layernorm,
+                             _norm_dx, _softmax, as_expected, diagnosis, is_named)
 
 from experiments.exercises import mistakes
 
@@ -18,7 +19,7 @@ def _ids(batch):
     return [f"{w.name}-{i}" for i, w in enumerate(batch)]
 
 
-@pytest.mark.parametrize("w", TUNING, ids=_ids(TUNING))
+@pytest.mark.parametrize("w", TUNING + TUNING2, ids=_ids(TUNING) + [f"{i}-r3" for i in _ids(TUNING2)])
 def test_the_tuning_batch_is_named_in_the_words_expected(w):
     status, per = diagnosis(w)
     assert status == "wrong"
@@ -29,7 +30,8 @@ def test_the_tuning_batch_is_named_in_the_words_expected(w):
             assert lines[0].startswith("right"), (g, lines)
 
 
-@pytest.mark.parametrize("w", HELDOUT + HELDOUT2, ids=_ids(HELDOUT) + _ids(HELDOUT2))
+@pytest.mark.parametrize("w", HELDOUT + HELDOUT2 + HELDOUT3,
+                         ids=_ids(HELDOUT) + _ids(HELDOUT2) + [f"{i}-h3" for i in _ids(HELDOUT3)])
 def test_the_held_out_batch_is_never_named_wrongly_nor_passed(w):
     status, per = diagnosis(w)
     assert status == "wrong"

@@ -175,9 +175,11 @@ def _gradient(ex, j, cases, cases32, yours, yours32, found, changed, arrays):
     others = {h: ([y[k].astype(np.float64) for y in yours], [c.right[k] for c in cases])
               for k, h in enumerate(ex.grads)}
     (ys, rs), ts = others[g], [t[g] for t in found]
+    axes = AXES.get(ex.name, {}).get(g, "")
     ok, said = mistakes.diagnose(g, ys, rs, ts, labels, [c.sizes for c in cases],
                                   _of(changed, g), others, ex.constants,
-                                  AXES.get(ex.name, {}).get(g, ""), arrays)
+                                  [axes(c.cache) if callable(axes) else axes for c in cases],
+                                  arrays)
     if not all(y.shape == r.shape for y, r in zip(ys, rs)):
         return False, said, said[0][len("wrong: "):]
     d64 = [f"for float64 inputs your {g} is {yours[0][j].dtype}: a gradient has its input's "

@@ -189,12 +189,16 @@ def _axes_named(ks, ndim, axes):
 
 def _summed(yours, right, scales, axes):
     """How yours is the right one summed over some axes (kept as size 1 or not) in every case
-    where its shape is wrong, the same axes by name in each (right elsewhere); or None."""
-    common = None
-    for y, r, s in zip(yours, right, scales):
+    where its shape is wrong, the same axes by name in each (right elsewhere); or None.
+    ``axes``: the letters of the last axes, or per case its letters (softmax's C is its axis).
+    A sum has two names, by letter and by number ("its leading axes (every row)", "axis 0"):
+    it is said by the first that every case shares."""
+    per_case = []
+    for y, r, s, axes in zip(yours, right, scales, [axes] * len(right) if isinstance(
+            axes, str) else axes):
         if y.shape == r.shape and close(y, r, s):
             continue
-        found = set()
+        found = {}   # name -> (axes, kept)
         for n in range(1, r.ndim + 1):   # the fewest axes: one of size 1 kept changes nothing
             if found:
                 break
@@ -202,9 +206,12 @@ def _summed(yours, right, scales, axes):
                 for keep in (False, True):
                     t = r.sum(axis=ks, keepdims=keep)
                     if t.shape == y.shape and close(y, t, max(s, float(np.abs(t).max(initial=0)))):
-                        found.add(_axes_named(ks, r.ndim, axes) + ", kept as size 1" * keep)
-        common = found if common is None else common & found
-    return common.pop() if common and len(common) == 1 else None
+                        for name in (_axes_named(ks, r.ndim, axes), _axes_named(ks, r.ndim, "")):
+                            found.setdefault(name + ", kept as size 1" * keep, (ks, keep))
+        per_case.append(found)
+    common = [n for n in per_case[0] if all(n in f for f in per_case)] if per_case else []
+    one = common and all(len({f[n] for n in common}) == 1 for f in per_case)   # one sum
+    return common[0] if one else None
 
 
 def _shape(g, yours, right, scales, labels, axes=""):
@@ -306,7 +313,8 @@ def diagnose(g, yours, right, terms, labels, sizes, variants=(), others=None, co
             another layer's gradient), read only as far as needed.
         others: ``{gradient: (yours, right)}`` of every gradient of the backward, in its order.
         constants: ``{"k = sqrt(2/pi)": value}``, the formulas' constants.
-        axes: the letters of the gradient's last axes ("B H T hs"), for a shape.
+        axes: the letters of the gradient's last axes ("B H T hs"), or per case its letters,
+            for a shape.
         quantities: (name, per case its array), the derivation's, that may multiply a term.
     """
     scales = [scale_of(r, t) for r, t in zip(right, terms)]

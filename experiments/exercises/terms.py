@@ -4,7 +4,8 @@ the quantities they are built from (``DERIVATIONS``: name -> (parts, terms)).
 * ``parts(dout, cache)``: the derivation's quantities, from what a backward gets: arrays, or
   rules ``p -> value`` computed from the others (``Parts``), so that a quantity put in
   another's place reaches all that is built on it. Some are there to be confused with the
-  right ones (``1 - t`` and ``1 + t^2`` for tanh', u for t, ``rstd^3``, P without the mask or
+  right ones (``1 - t`` and ``1 + t^2`` for tanh', u for t, each of sigmoid' and tanh' written
+  in the other's output, ``rstd^3``, P without the mask or
   with the other triangle masked, the scores S for P, argmax(probs) for the targets).
 * ``terms(p)``: per gradient, its named terms ``[(label, array)]``, whose sum is the right
   gradient (a test holds it against the layer's backward).
@@ -13,7 +14,7 @@ the quantities they are built from (``DERIVATIONS``: name -> (parts, terms)).
 out, another in its place (the confusable ones above among them), two exchanged; then the small
 families of ``_neighbours``, general over every exercise: a quantity inverted, squared, its square
 root, put through a function of the forward (``FUNCTIONS``: softmax(P) where P belongs), an index
-shifted by one, a reduction (``reduction``) over another axis or with a factor moved across it;
+shifted by one (or wrapped: % V), a reduction (``reduction``) over another axis or with a factor moved across it;
 and another layer's backward (``OTHER_LAYERS``). ``quantities`` are the arrays a term may be
 multiplied by; ``AXES`` names the last axes of each gradient, for a shape.
 """
@@ -64,8 +65,8 @@ def variants(ex, cases):
     the ones built from others first), another of as many axes in its place (the forward's
     ``out`` among them), two of them exchanged. Then the families of ``_neighbours``: another
     layer's backward, a quantity inverted, squared, its square root, put through a function of
-    the forward, an index shifted, a reduction over another axis or with a factor moved across
-    it."""
+    the forward, an index shifted (or shifted and wrapped), a reduction over another axis or
+    with a factor moved across it."""
     raws, parts, values = _quantities(ex, cases)
     ex.terms(parts[0])
     read = set(parts[0].read)
@@ -90,7 +91,7 @@ def variants(ex, cases):
         for what, backward in OTHER_LAYERS.get(ex.name, ()):
             yield what, [{g: [(what, np.broadcast_to(a, s[g]))] for g, a in
                           backward(c.dout, c.cache).items()} for c, s in zip(cases, shapes)]
-        for what, puts in changes + _neighbours(ex, read, values, parts):
+        for what, puts in changes + _neighbours(ex, read, values, parts, [c.sizes for c in cases]):
             try:
                 yield what, [terms_of(ex, r, s, put) for r, s, put in zip(raws, shapes, puts)]
             except (ValueError, IndexError, TypeError):   # it does not fit where it is put
@@ -130,13 +131,15 @@ def _symbol(name):
     return s if re.fullmatch(r"[\w']+(\(.*\))?", s) else f"({s})"
 
 
-def _neighbours(ex, read, values, parts):
+def _neighbours(ex, read, values, parts, sizes):
     """The changes of one named quantity beyond another in its place, each a small family, as
     (what changed, per case {quantity: its value}): a quantity (of those the terms read)
     inverted (a division where a multiplication belongs), squared or its square root (an array,
     not a constant of the case: those are the sizes' factors), put through a function of the
-    forward (``FUNCTIONS``); an index shifted by one; a reduction over another axis, or with a
-    factor moved into or out of it (the inner product where the outer one belongs)."""
+    forward (``FUNCTIONS``); an index shifted by one, or by one and wrapped at the end of the
+    axis it indexes (% V: a size of the case above every index); a reduction over another
+    axis, or with a factor moved into or out of it (the inner product where the outer one
+    belongs)."""
     floats = [a for a in read if _kind(values[0][a], "f")]
     arrays = [a for a in floats if all(np.ndim(v[a]) for v in values)]
     functions = [(fmt, [rule(p) for p in parts]) for fmt, rule in FUNCTIONS.get(ex.name, {}).items()]
@@ -151,13 +154,18 @@ def _neighbours(ex, read, values, parts):
     for a in (a for a in read if _kind(values[0][a], "iu")):
         found += [(f"has {a} {sign} 1 in place of {a}", [{a: v[a] + step} for v in values])
                   for sign, step in (("-", -1), ("+", 1))]
+        found += [(f"has ({a} + 1) % {n.split()[0]} in place of {a}",
+                   [{a: (v[a] + 1) % s[n]} for v, s in zip(values, sizes)]) for n in sizes[0]
+                  if all(s[n] > np.max(v[a], initial=0) for v, s in zip(values, sizes))]
     for r in (r for r in read if hasattr(values[0][r], "how")):
         how = values[0][r].how
         found += [(f"has the {how} over axis {k} in place of {r}",
                    [{r: reduction(how, k)} for v in values]) for k in (0, -1, -2, 1)
                   if any(v[r].axis != k for v in values)]
         for a in arrays:
-            found += [(what.format(a=a, r=r), [{r: _moved(v[r], v[a], way)} for v in values])
+            fs = [np.where(v[a] == 0, TINY, v[a]) for v in values]
+            found += [(what.format(a=a, r=r), [{r: _moved(v[r], f, way), a: f}
+                                               for v, f in zip(values, fs)])
                       for way, what in MOVED.items()]
     return found
 
@@ -172,14 +180,14 @@ MOVED = {   # a factor {a} moved across a reduction {r} (``_moved``)
 def _moved(R, F, way):
     """The reduction R with the factor F moved across it, where the terms write R (``MOVED``):
     "out" makes their R(G F) F R(G); "in" makes their F R(G) R(F G); "inner" makes their
-    F R(G F) G R(F F). A division by F counts 0 where F is 0: that is a learner's value where F
-    is 0 on a whole row (xhat at C = 1); elsewhere the variant is no learner's, and names
-    nothing."""
-    def over(a, b):
-        return np.divide(a, b, out=np.zeros(np.broadcast_shapes(np.shape(a), np.shape(b))),
-                         where=b != 0)
-    return {"out": lambda a: F * R(over(a, F)), "in": lambda a: over(R(a * F), F),
-            "inner": lambda a: over(a, F * F) * R(F * F)}[way]
+    F R(G F) G R(F F). F is put in the terms with ``TINY`` where it is 0 (P where the causal
+    mask zeroes it, xhat at C = 1), so that what it multiplies comes through the division
+    whole: a learner's F R(G) sums G where F is 0 too."""
+    return {"out": lambda a: F * R(a / F), "in": lambda a: R(a * F) / F,
+            "inner": lambda a: a / (F * F) * R(F * F)}[way]
+
+
+TINY = 1e-150   # F's 0 in a moved factor: its square still a normal float, its part negligible
 
 
 def reduction(how, axis):
@@ -254,8 +262,10 @@ def _swiglu_parts(dout, cache):
     return {"dout": dout, "x": x2, "a": a, "s": s, "u": u, "g": g, "Wg": w_gate, "Wu": w_up,
             "Wd": w_down, "h = g * u": lambda p: p["g"] * p["u"],
             "dh": lambda p: p["dout"].reshape(-1, p["Wd"].shape[0]) @ p["Wd"],
-            "silu'(a) = s (1 + a (1 - s))": lambda p: p["s"] * (1 + p["a"] * (1 - p["s"])),
-            "sigmoid'(a) = s (1 - s)": lambda p: p["s"] * (1 - p["s"])}
+            "1 - s": lambda p: 1 - p["s"], "sigmoid'(a) = s (1 - s)": lambda p: p["s"] * p["1 - s"],
+            "1 - s^2 (tanh' written in s)": lambda p: 1 - p["s"] ** 2,
+            "silu'(a) = s (1 + a (1 - s))":   # s + a sigmoid'(a)
+                lambda p: p["s"] + p["a"] * p["sigmoid'(a) = s (1 - s)"]}
 
 
 def _swiglu_terms(p):
@@ -379,13 +389,15 @@ DERIVATIONS = {
                               "x^2": lambda p: p["x"] * p["x"],
                               "tanh'(u) = 1 - t^2": lambda p: 1 - p["t"] * p["t"],
                               "1 + t^2": lambda p: 1 + p["t"] * p["t"],
+                              "t (1 - t) (sigmoid' written in t)": lambda p: p["t"] * p["1 - t"],
                               "u = k (x + c x^3)": lambda p: GELU_K * (p["x"] + GELU_C * p["x"] ** 3)},
              _gelu_terms),
     "relu2": (lambda dout, r: {"dout": dout, "r": r,
                                "x > 0": lambda p: (p["r"] > 0).astype(p["r"].dtype)},
               lambda p: {"dx": [("2 r (d(r^2)/dr, with r = max(x, 0))", p["dout"] * 2 * p["r"])]}),
     "silu": (lambda dout, c: {"dout": dout, "x": c[0], "s": c[1], "1 - s": lambda p: 1 - p["s"],
-                              "sigmoid'(x) = s (1 - s)": lambda p: p["s"] * p["1 - s"]},
+                              "sigmoid'(x) = s (1 - s)": lambda p: p["s"] * p["1 - s"],
+                              "1 - s^2 (tanh' written in s)": lambda p: 1 - p["s"] ** 2},
              lambda p: {"dx": [("s (d(x)/dx times s)", p["dout"] * p["s"]),
                                ("x s (1 - s) (x times sigmoid'(x))",
                                 p["dout"] * p["x"] * p["sigmoid'(x) = s (1 - s)"])]}),
@@ -437,7 +449,15 @@ OTHER_LAYERS = {   # another layer's backward a learner may write for this one, 
                lambda dout, r: {"dx": dout * (r > 0)})],
 }
 
-AXES = {   # the letters of each gradient's last axes (docs/derivations.md), for its shape
+def _softmax_axes(cache):
+    """Softmax's dx's letters in a case: C its axis, N the others."""
+    y, axis = cache
+    return " ".join("C" if k == axis % y.ndim else "N" for k in range(y.ndim))
+
+
+AXES = {   # the letters of each gradient's last axes (docs/derivations.md), or per case of its
+    # cache its letters, for its shape
+    "softmax": {"dx": _softmax_axes},
     "layernorm": {"dx": "C", "dweight": "C", "dbias": "C"}, "rmsnorm": {"dx": "C", "dweight": "C"},
     "swiglu": {"dx": "C", "dw_gate": "H C", "dw_up": "H C", "dw_down": "O H"},
     "rope": {"dx": "B H T hs"}, "cross_entropy": {"dlogits": "V"},
