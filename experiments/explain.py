@@ -5,10 +5,11 @@
     python -m experiments.explain --list
 
 For one tiny case of the layer (``--seed``; ``--size`` sets the size that matters most, below)
-it prints the inputs, the forward's named quantities (xhat, rstd, t, P, ...: the names of
-``docs/derivations.md`` and of the exercise check's messages), the random upstream gradient,
-then for each gradient every named term of its derivation with its values, their sum, the
-layer's own backward, and the same gradient by central differences with the largest difference.
+it prints the inputs and output, the random upstream gradient, the quantities the derivation
+names (xhat, rstd, dxhat, t, P, ...: the names of ``docs/derivations.md`` and of the exercise
+check's messages), then for each gradient every named term of its derivation with its values,
+their sum, the layer's own backward, and the same gradient by central differences with the
+largest difference.
 From Python, ``explain(name, seed, size)`` returns those numbers. An unknown name is one line
 on stderr, status 2.
 """
@@ -53,8 +54,8 @@ CASES = {
     "linear": ("C, the input features (2 rows, 2 outputs)", 3, lambda r, C: (
         (r.standard_normal((2, C)), 0.5 * r.standard_normal((2, C)),
          0.5 * r.standard_normal(2)), {})),
-    "embedding": ("V, the rows of the table (width 2; idx [1, 3, 1])", 4, lambda r, V: (
-        (r.standard_normal((V, 2)), np.array([1, min(3, V - 1), 1])), {})),
+    "embedding": ("V, the rows of the table (width 2; idx [1, 3, 1] mod V)", 4, lambda r, V: (
+        (r.standard_normal((V, 2)), np.array([1, 3, 1]) % V), {})),
 }
 
 
@@ -95,8 +96,9 @@ def explain(name, seed=0, size=None):
         size (int | None): the size ``CASES[name]`` names (None: its default), at least 1.
 
     Returns:
-        dict: ``formula`` (the backward as the derivation ends it), ``inputs`` {name: array}, ``quantities`` {name: array} (the forward's, as the
-        derivation names them), ``out``, ``dout``, and ``grads`` {gradient: {"terms": [(label,
+        dict: ``formula`` (the backward as the derivation ends it), ``inputs`` {name: array},
+        ``quantities`` {name: array} (those the derivation names, from the forward's cache and
+        the upstream gradient), ``out``, ``dout``, and ``grads`` {gradient: {"terms": [(label,
         array)], "sum", "backward" (the layer's own), "central" (central differences),
         "max_error" (largest |sum - central|)}}; ``upstream`` the name of ``dout`` in the
         backward (dout, dy, dloss).
@@ -131,8 +133,8 @@ def explain(name, seed=0, size=None):
         grads[g] = {"terms": found[g], "sum": total, "backward": right[j], "central": central,
                     "max_error": float(np.max(np.abs(total - central), initial=0.0))}
     return {"name": name, "title": ex.title, "section": ex.section, "seed": seed, "size": size,
-            "size_is": what, "formula": FORMULAS[name], "upstream": ex.upstream, "inputs": inputs, "kwargs": kwargs, "quantities": quantities,
-            "out": out, "dout": dout, "grads": grads}
+            "size_is": what, "formula": FORMULAS[name], "upstream": ex.upstream, "inputs": inputs,
+            "kwargs": kwargs, "quantities": quantities, "out": out, "dout": dout, "grads": grads}
 
 
 def _fmt(a):
@@ -152,12 +154,15 @@ def report(e):
     lines = [f"{e['title']}: a worked example of its backward (docs/derivations.md#"
              f"{e['section']}), seed {e['seed']}, size {e['size']}: {e['size_is']}"
              + (f"; {opts}" if opts else ""), f"The backward: {e['formula']}", "", "Inputs:"]
-    lines += [row(k, v) for k, v in e["inputs"].items()]
-    lines += ["", "Forward, the quantities the derivation names:"]
-    lines += [row(k, v) for k, v in e["quantities"].items()] + [row("out", e["out"])]
+    lines += [row(k, v) for k, v in e["inputs"].items()] + [row("out", e["out"])]
     lines += ["", "Upstream gradient (random):", row(e["upstream"], e["dout"])]
+    if e["quantities"]:
+        lines += ["", "The quantities the derivation names (from the forward's cache and the "
+                      "upstream gradient):"]
+        lines += [row(k, v) for k, v in e["quantities"].items()]
     for g, d in e["grads"].items():
-        lines += ["", f"{g}, term by term (each with the factor common to all inside):"]
+        lines += ["", f"{g}, term by term (each as it enters {g}: the factor in front of them "
+                      f"all, such as rstd or dout, included):"]
         lines += [row(label, t) for label, t in d["terms"]]
         lines += [row("sum of the terms", d["sum"]),
                   row("the layer's backward", d["backward"]),

@@ -10,7 +10,7 @@ Arrows run from inputs to the operation that used them, in the direction of the 
 from __future__ import annotations
 
 import os
-import tempfile
+from pathlib import Path
 
 from .tensor import Tensor
 
@@ -89,10 +89,13 @@ def draw_dot(tensor: Tensor, path, names=None, max_nodes: int = MAX_NODES) -> No
 
     Raises:
         RuntimeError: ``graphviz`` or ``dot`` is not installed (one line saying what to install).
-        ValueError: as ``to_dot``, or a path with no suffix.
-        OSError: ``path`` cannot be written.
+        ValueError: as ``to_dot``, a path with no suffix, or a folder.
+        OSError: ``path`` cannot be written (its folder missing, no permission), naming it.
     """
-    fmt = os.path.splitext(str(path))[1].lstrip(".").lower()
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"draw_dot: {path} is a folder; give a file name, e.g. {path / 'graph.png'}")
+    fmt = path.suffix.lstrip(".").lower()
     if not fmt:
         raise ValueError(f"draw_dot: {path} has no suffix (.png, .svg, .pdf) to give the format")
     source = to_dot(tensor, names, max_nodes)
@@ -107,12 +110,12 @@ def draw_dot(tensor: Tensor, path, names=None, max_nodes: int = MAX_NODES) -> No
     except graphviz.ExecutableNotFound:
         raise RuntimeError("draw_dot needs Graphviz's dot program on the PATH: apt install "
                            "graphviz, brew install graphviz, or graphviz.org/download") from None
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".draw_dot-")
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")    # then moved into place: whole
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(image)
+        tmp.write_bytes(image)
         os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
+    except BaseException as e:
+        tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            e.filename = str(path)      # the file asked for, not the temporary one
         raise

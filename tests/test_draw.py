@@ -1,4 +1,5 @@
 """minigrad.to_dot / draw_dot: the graph that made a Tensor, as Graphviz DOT and as a picture."""
+import importlib.util
 import re
 import shutil
 import sys
@@ -81,3 +82,13 @@ def test_draw_dot_writes_a_png():
         minigrad.draw_dot(out, path, names=names)
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert [p.name for p in pathlib.Path(d).iterdir()] == ["graph.png"]   # no leftovers
+
+
+def test_draw_dot_names_the_file_asked_for_and_refuses_a_folder(tmp_path):
+    out, _ = _expression()
+    with pytest.raises(ValueError, match="is a folder"):
+        minigrad.draw_dot(out, tmp_path)
+    if shutil.which("dot") and importlib.util.find_spec("graphviz"):
+        with pytest.raises(FileNotFoundError) as err:
+            minigrad.draw_dot(out, tmp_path / "missing" / "g.png")
+        assert err.value.filename == str(tmp_path / "missing" / "g.png")

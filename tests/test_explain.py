@@ -53,3 +53,11 @@ def test_the_command_prints_the_example_and_refuses_an_unknown_name_in_one_line(
     assert _run("gelu", "--size", "0").returncode == 2
     listed = _run("--list")
     assert listed.returncode == 0 and "attention" in listed.stdout
+
+
+@pytest.mark.parametrize("size", range(1, 13))
+def test_every_size_the_option_takes_works_for_every_layer(size):
+    for name in CASES:
+        e = explain(name, 0, size)
+        assert all(d["max_error"] < 1e-6 for d in e["grads"].values()), (name, size)
+    assert explain("embedding", 0, 3)["inputs"]["idx"].tolist() == [1, 0, 1]   # [1, 3, 1] mod V
