@@ -1,5 +1,6 @@
 """layers.modules: parameter names, shapes, PyTorch-default init, forward values, errors."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -202,3 +203,33 @@ def test_module_gradients_reach_every_parameter():
     for name, p in m.named_parameters():
         assert p.grad is not None and p.grad.shape == p.shape and np.any(p.grad != 0), name
     assert x.grad is not None
+
+
+MODULES = [(lambda: Linear(8, 4), "Linear"), (lambda: LayerNorm(8), "LayerNorm"),
+           (lambda: RMSNorm(8), "RMSNorm"), (lambda: SwiGLU(8), "SwiGLU"),
+           (lambda: LayerNorm((2, 8)), "LayerNorm")]
+
+
+@pytest.mark.parametrize("make, fn", MODULES, ids=[f for _, f in MODULES])
+def test_a_module_refuses_an_input_of_another_dtype_or_width_at_its_boundary(make, fn):
+    # before the check, float64 went through and backward failed inside the layer's node
+    m = make()
+    width = m.normalized_shape if isinstance(m, (LayerNorm, RMSNorm)) else (8,)
+    shown = ", ".join(map(str, width))
+    with pytest.raises(TypeError, match=f"^{fn}: input is float64 but weight is float32; "
+                                        f"use one dtype$"):
+        m(Tensor(np.zeros((2,) + width), requires_grad=True))
+    with pytest.raises(TypeError, match=f"^{fn}: input must have a floating dtype, got int64$"):
+        m(np.zeros((2,) + width, np.int64))
+    for shape in ((2, 7), (8,)[:0], (2,) + width[:-1] + (9,)):
+        with pytest.raises(ValueError, match=rf"^{fn}: input has shape {re.escape(str(shape))}, "
+                                             rf"expected \(\*, {shown}\)$"):
+            m(Tensor(np.zeros(shape, np.float32)))
+    y = m(Tensor(np.ones((3,) + width, np.float32), requires_grad=True))
+    assert y.dtype == np.float32
+
+
+def test_a_norm_without_parameters_takes_either_float_dtype():
+    for m in (LayerNorm(8, elementwise_affine=False), RMSNorm(8, elementwise_affine=False)):
+        for dt in (np.float32, np.float64):
+            assert m(Tensor(np.ones((2, 8), dt))).dtype == dt
