@@ -151,24 +151,33 @@ def output_file(path):
 def write_outputs(out_dir, files):
     """Write ``files`` (``{name: str | bytes | write(path)}``, in order) into ``out_dir``, each
     complete or absent: written under a temporary name beside it, then moved into place
-    (``os.replace``). Nothing else in the folder is touched. Raises the ``OSError`` of a file
-    that cannot be written, with its name."""
-    for name, content in files.items():
-        dest = Path(out_dir, name)
-        tmp = dest.with_name(f".tmp-{os.getpid()}-{dest.name}")  # ends as dest: savez keeps it
-        try:
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            if callable(content):
-                content(tmp)
-            else:
-                tmp.write_bytes(content.encode() if isinstance(content, str) else content)
-            os.replace(tmp, dest)
-        except BaseException as e:
-            with contextlib.suppress(OSError):   # a folder that took no file has none
-                tmp.unlink()
-            if isinstance(e, OSError):
-                e.filename = str(dest)
-            raise
+    (``os.replace``). Nothing else in the folder is touched. A Ctrl-C meanwhile is held back
+    until the last file is in place, then raised (``KeyboardInterrupt``), so that the folder
+    holds one run's files, not some beside an earlier run's. Call it from the main thread (as
+    ``signal.signal``). Raises the ``OSError`` of a file that cannot be written, with its name."""
+    heard = []
+    previous = signal.signal(signal.SIGINT, lambda *_: heard.append(True))
+    try:
+        for name, content in files.items():
+            dest = Path(out_dir, name)
+            tmp = dest.with_name(f".tmp-{os.getpid()}-{dest.name}")  # ends as dest: savez keeps it
+            try:
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                if callable(content):
+                    content(tmp)
+                else:
+                    tmp.write_bytes(content.encode() if isinstance(content, str) else content)
+                os.replace(tmp, dest)
+            except BaseException as e:
+                with contextlib.suppress(OSError):   # a folder that took no file has none
+                    tmp.unlink()
+                if isinstance(e, OSError):
+                    e.filename = str(dest)
+                raise
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if heard:
+            signal.raise_signal(signal.SIGINT)    # to the handler it held back
 
 
 def not_written(out_dir, written):

@@ -2,6 +2,7 @@
 the BLAS threads, and the worker processes (in order, Ctrl-C stops them)."""
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -85,6 +86,27 @@ def test_a_file_cut_short_is_absent_and_the_error_names_it(tmp_path, exc):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["first.txt"]
     if exc is OSError:
         assert e.value.filename == str(tmp_path / "second.txt")
+
+
+def test_ctrl_c_while_the_outputs_are_written_is_heard_after_the_last_file(tmp_path, capsys):
+    # before: a Ctrl-C between two files left the new run's first beside an earlier run's last
+    for name in ("a.txt", "b.txt", "results.json"):
+        (tmp_path / name).write_text("earlier run")
+
+    def first(path):
+        signal.raise_signal(signal.SIGINT)   # Ctrl-C while the first file is written
+        path.write_text("this run")
+
+    def run(argv):
+        cli.write_outputs(tmp_path, {"a.txt": first, "b.txt": "this run",
+                                     "results.json": "this run"})
+        return 0
+    assert status(run) == 130
+    assert capsys.readouterr().err == "prog: interrupted\n"
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {
+        "a.txt": "this run", "b.txt": "this run", "results.json": "this run"}
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    cli.write_outputs(tmp_path, {"c.txt": "x"})   # nothing held back: no Ctrl-C afterwards
 
 
 def test_an_output_folder_that_cannot_be_made_is_bad_input(tmp_path):
