@@ -122,18 +122,24 @@ def path_arg(text):
 
 
 def output_dir(path):
-    """Make the folder ``path`` and its missing parents (before any work, so that a folder that
-    cannot be made is bad input, not a lost run); returns it. The folders it made are removed
+    """Make the folder ``path`` and its missing parents, and check that this process can write
+    a file into it (before any work, so that a folder that cannot be made or written is bad
+    input, not a lost run); returns it. The check writes a temporary file, as ``os.access``
+    says yes to root where a file system refuses (``/sys``). The folders it made are removed
     when the command ends (``errors``) if they are still empty. Raises ``UsageError`` naming
     the problem."""
+    import tempfile
     path = Path(path)
-    missing = [p for p in (path, *path.parents) if not p.exists()]
+    _made.extend(p for p in (path, *path.parents) if not p.exists())
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UsageError(f"output folder {path}: "
                          f"{'is a file' if path.is_file() else e.strerror}") from None
-    _made.extend(missing)
+    try:
+        tempfile.TemporaryFile(dir=path).close()
+    except OSError as e:
+        raise UsageError(f"output folder {path}: cannot write into it: {e.strerror}") from None
     return path
 
 

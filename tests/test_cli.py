@@ -115,6 +115,31 @@ def test_an_output_folder_that_cannot_be_made_is_bad_input(tmp_path):
         cli.output_dir(tmp_path / "file" / "out")
 
 
+WRITE_REFUSED = [Path("/proc"), Path("/sys/kernel")]   # sysfs refuses root too
+
+
+@pytest.mark.parametrize("folder", WRITE_REFUSED + ["read-only"])
+def test_an_output_folder_this_process_cannot_write_into_is_bad_input_before_any_work(
+        folder, tmp_path, capsys):
+    # before: four_variants --output-dir /sys/kernel trained every run, then could not write
+    if folder == "read-only":
+        if os.geteuid() == 0:
+            pytest.skip("root writes into a folder of mode 0o555")
+        folder = tmp_path / "ro"
+        folder.mkdir(mode=0o555)
+    if not folder.is_dir():
+        pytest.skip(f"no {folder} here")
+    with pytest.raises(cli.UsageError, match=f"^output folder {folder}: cannot write into it: "):
+        cli.output_dir(folder)
+    with pytest.raises(cli.UsageError, match=f"^output folder {folder}: cannot write into it: "):
+        cli.output_file(folder / "out.json")
+    from experiments import four_variants, runner
+    argv = ["--steps", "2", "--output-dir", str(folder)]
+    assert status(lambda argv: runner.run(four_variants.STUDY, argv), argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "cannot write into it" in err
+
+
 def square(x):
     return x * x, os.getpid()
 
