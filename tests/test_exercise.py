@@ -757,3 +757,23 @@ def test_a_run_without_backward_imports_no_module_of_the_exercises():
             "print(sorted(k for k in sys.modules if k.startswith('experiments.exercises')))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0 and r.stdout == "[]\n", r.stderr
+
+
+@pytest.mark.parametrize("name", ["gelu", "layernorm"])
+def test_nan_everywhere_is_not_right_elsewhere(name):
+    # before: "NaN or inf where the right one is finite, and right elsewhere", no entry right
+    def nan_in(share):   # the backward, with NaN in the first share of each gradient
+        def backward(dout, cache):
+            grads = [g.copy() for g in as_tuple(EXERCISES[name].backward(dout, cache))]
+            for g in grads:
+                g.reshape(-1)[:int(g.size * share)] = np.nan
+            return tuple(grads) if len(grads) > 1 else grads[0]
+        return backward
+    per, v = said(name, nan_in(1.0))
+    assert v.status == "wrong"
+    for g in EXERCISES[name].grads:
+        assert per[g][-1] == (f"your {g} is NaN or inf everywhere: an exp or a power that "
+                              f"overflows, or a 0/0?"), per[g]
+    per, _ = said(name, nan_in(0.5))   # right where it is finite: said so
+    assert per["dx"][-1].startswith("your dx is NaN or inf where the right one is finite, and "
+                                    "right elsewhere"), per["dx"]
