@@ -693,6 +693,24 @@ def test_check_folder_refuses_what_cannot_train(tmp_path):
             learner.check_folder(folder)
 
 
+def test_check_folder_runs_the_backward_on_the_check_cases_and_says_so(tmp_path, capsys):
+    # what docs/exercises.md tells a learner with a breakpoint() in a --backward file: the
+    # check's cases come first, float64 then float32 (8 stops for layernorm), then the training
+    (tmp_path / "layernorm.py").write_text(
+        "import sys\nfrom layers.layernorm import layernorm_backward as own\n\n\n"
+        "def layernorm_backward(dout, cache):\n"
+        "    print('called', dout.dtype, dout.shape, file=sys.stderr)\n"
+        "    return own(dout, cache)\n")
+    learner.check_folder(tmp_path)
+    err = capsys.readouterr().err.splitlines()
+    calls = [line.split(" ", 2)[1:] for line in err if line.startswith("called ")]
+    n = len(make_cases(EXERCISES["layernorm"], 0))
+    assert n == 4 and [dt for dt, _ in calls] == ["float64"] * n + ["float32"] * n
+    assert {shape for _, shape in calls} == {"(2, 3, 6)", "(1, 6)", "(4, 1)", "(3, 6)"}
+    assert err[-1].startswith(f"backward passes from {tmp_path}, checked on the check's cases "
+                              f"before training: yours: layernorm_backward (right)")
+
+
 def test_backward_passes_hand_the_model_every_name_and_record_the_calls(tmp_path):
     path = _learner_file(tmp_path, "relu2", "    return dout * 2 * cache")
     swaps = (learner.Swap("relu2", str(path), "right"), learner.Swap("gelu", "-", "not implemented"))
