@@ -69,7 +69,8 @@ def bounded_int(lo, hi=None, unit=""):
         if v < lo:
             raise argparse.ArgumentTypeError(f"expected an integer >= {lo}, got {text!r}")
         if hi is not None and v > hi:
-            raise argparse.ArgumentTypeError(f"{v} is more than the maximum of {hi:,} {unit}")
+            raise argparse.ArgumentTypeError(f"{v} is more than the maximum of {hi:,}"
+                                             + (f" {unit}" if unit else ""))
         return v
     return parse
 

@@ -100,6 +100,11 @@ class LayerNorm(Module):
         bias = np.zeros(shape, dt) if self.bias is None else self.bias        # shift 0
         return _normalize(self.function, input, len(shape), (weight, bias), self.eps)
 
+    def extra_repr(self) -> str:
+        """PyTorch's (2.13): ``LayerNorm((8,), eps=1e-05, elementwise_affine=True, bias=True)``."""
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
+
 
 class Identity(Module):
     """Returns its input unchanged (``torch.nn.Identity``); no parameters. Any constructor
@@ -158,6 +163,11 @@ class RMSNorm(Module):
         weight = np.ones(self.normalized_shape, x.dtype) if self.weight is None else self.weight
         return _normalize(self.function, x, len(self.normalized_shape), (weight,), eps)
 
+    def extra_repr(self) -> str:
+        """PyTorch's: ``RMSNorm((8,), eps=None, elementwise_affine=True)``."""
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")
+
 
 class Linear(Module):
     """``linear`` as a Module (``torch.nn.Linear``, its parameters in its order):
@@ -205,6 +215,11 @@ class Linear(Module):
         input = module_input(input, self.weight, (self.in_features,), "Linear")
         return self.function.apply(input, self.weight, self.bias)    # bias None: a constant
 
+    def extra_repr(self) -> str:
+        """PyTorch's: ``Linear(in_features=8, out_features=4, bias=True)``."""
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}")
+
 
 class Embedding(Module):
     """``embedding`` as a Module (``torch.nn.Embedding``, its first parameters in its order):
@@ -248,6 +263,10 @@ class Embedding(Module):
         idx = int_input(input, "input", "Embedding")          # the indices enter here
         index_range(idx, self.num_embeddings, "input", "Embedding")
         return self.function.apply(self.weight, idx)
+
+    def extra_repr(self) -> str:
+        """PyTorch's: ``Embedding(10, 3)``."""
+        return f"{self.num_embeddings}, {self.embedding_dim}"
 
 
 class MLP(Module):

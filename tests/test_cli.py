@@ -24,6 +24,7 @@ def test_argument_types_accept(parse, text, value):
 @pytest.mark.parametrize("parse, text, words", [
     (cli.positive_int, "0", ">= 1"), (cli.positive_int, "2.5", "an integer"),
     (cli.bounded_int(1, 1000, "seeds"), "1001", "maximum of 1,000 seeds"),
+    (cli.bounded_int(1, 12), "13", "^13 is more than the maximum of 12$"),   # no unit, no space
     (cli.positive_float, "0", "> 0"), (cli.positive_float, "nan", "finite"),
     (cli.nonnegative_float, "-1", ">= 0"), (cli.positive_float, "x", "finite"),
     (cli.path_arg, "", "empty"), (cli.nonempty, "", "empty")])

@@ -233,3 +233,36 @@ def test_a_norm_without_parameters_takes_either_float_dtype():
     for m in (LayerNorm(8, elementwise_affine=False), RMSNorm(8, elementwise_affine=False)):
         for dt in (np.float32, np.float64):
             assert m(Tensor(np.ones((2, 8), dt))).dtype == dt
+
+
+REPRS = [  # (module, its repr: PyTorch 2.13's for the same constructor call)
+    (lambda nn: nn.Linear(8, 4), "Linear(in_features=8, out_features=4, bias=True)"),
+    (lambda nn: nn.Linear(8, 4, bias=False), "Linear(in_features=8, out_features=4, bias=False)"),
+    (lambda nn: nn.LayerNorm(8), "LayerNorm((8,), eps=1e-05, elementwise_affine=True, bias=True)"),
+    (lambda nn: nn.LayerNorm((2, 8), 1e-6, False),
+     "LayerNorm((2, 8), eps=1e-06, elementwise_affine=False, bias=False)"),
+    (lambda nn: nn.RMSNorm(8), "RMSNorm((8,), eps=None, elementwise_affine=True)"),
+    (lambda nn: nn.Embedding(10, 3), "Embedding(10, 3)"),
+    (lambda nn: nn.Identity(), "Identity()"),
+    (lambda nn: nn.Sequential(nn.Linear(4, 16), nn.Identity()),
+     "Sequential(\n  (0): Linear(in_features=4, out_features=16, bias=True)\n  (1): Identity()\n)"),
+]
+
+
+@pytest.mark.parametrize("make, text", REPRS, ids=[t.split("(")[0] + str(i)
+                                                   for i, (_, t) in enumerate(REPRS)])
+def test_a_module_repr_shows_its_settings_as_pytorchs(make, text):
+    import types
+
+    from minigrad import Sequential
+    import layers.modules as m
+    ours = types.SimpleNamespace(**{n: getattr(m, n) for n in m.__all__}, Sequential=Sequential)
+    assert repr(make(ours)) == text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("make, text", REPRS, ids=[t.split("(")[0] + str(i)
+                                                   for i, (_, t) in enumerate(REPRS)])
+def test_the_reprs_are_the_installed_pytorchs(make, text):
+    torch = pytest.importorskip("torch")
+    assert repr(make(torch.nn)) == text
