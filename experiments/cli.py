@@ -14,15 +14,13 @@ A command module reads::
             sys.exit(run(sys.argv[1:]))
 
 Exit statuses: 0 done; 1 a run diverged, or an output file could not be written; 2 bad input
-(one line on stderr); 130 Ctrl-C (one line). Standard library only.
+(one line on stderr); 130 Ctrl-C (one line). Standard library only; the slow imports
+(``ctypes``, ``multiprocessing``, ``concurrent.futures``) are made in the functions that use
+them, since a command catches Ctrl-C only once this module has loaded.
 """
 import argparse
-import bdb
 import collections
-import concurrent.futures
 import contextlib
-import ctypes
-import multiprocessing
 import os
 import re
 import signal
@@ -71,7 +69,8 @@ def bounded_int(lo, hi=None, unit=""):
         if v < lo:
             raise argparse.ArgumentTypeError(f"expected an integer >= {lo}, got {text!r}")
         if hi is not None and v > hi:
-            raise argparse.ArgumentTypeError(f"{v} is more than the maximum of {hi:,} {unit}")
+            raise argparse.ArgumentTypeError(f"{v} is more than the maximum of {hi:,}"
+                                             + (f" {unit}" if unit else ""))
         return v
     return parse
 
@@ -124,18 +123,24 @@ def path_arg(text):
 
 
 def output_dir(path):
-    """Make the folder ``path`` and its missing parents (before any work, so that a folder that
-    cannot be made is bad input, not a lost run); returns it. The folders it made are removed
+    """Make the folder ``path`` and its missing parents, and check that this process can write
+    a file into it (before any work, so that a folder that cannot be made or written is bad
+    input, not a lost run); returns it. The check writes a temporary file, as ``os.access``
+    says yes to root where a file system refuses (``/sys``). The folders it made are removed
     when the command ends (``errors``) if they are still empty. Raises ``UsageError`` naming
     the problem."""
+    import tempfile
     path = Path(path)
-    missing = [p for p in (path, *path.parents) if not p.exists()]
+    _made.extend(p for p in (path, *path.parents) if not p.exists())
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UsageError(f"output folder {path}: "
                          f"{'is a file' if path.is_file() else e.strerror}") from None
-    _made.extend(missing)
+    try:
+        tempfile.TemporaryFile(dir=path).close()
+    except OSError as e:
+        raise UsageError(f"output folder {path}: cannot write into it: {e.strerror}") from None
     return path
 
 
@@ -151,24 +156,33 @@ def output_file(path):
 def write_outputs(out_dir, files):
     """Write ``files`` (``{name: str | bytes | write(path)}``, in order) into ``out_dir``, each
     complete or absent: written under a temporary name beside it, then moved into place
-    (``os.replace``). Nothing else in the folder is touched. Raises the ``OSError`` of a file
-    that cannot be written, with its name."""
-    for name, content in files.items():
-        dest = Path(out_dir, name)
-        tmp = dest.with_name(f".tmp-{os.getpid()}-{dest.name}")  # ends as dest: savez keeps it
-        try:
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            if callable(content):
-                content(tmp)
-            else:
-                tmp.write_bytes(content.encode() if isinstance(content, str) else content)
-            os.replace(tmp, dest)
-        except BaseException as e:
-            with contextlib.suppress(OSError):   # a folder that took no file has none
-                tmp.unlink()
-            if isinstance(e, OSError):
-                e.filename = str(dest)
-            raise
+    (``os.replace``). Nothing else in the folder is touched. A Ctrl-C meanwhile is held back
+    until the last file is in place, then raised (``KeyboardInterrupt``), so that the folder
+    holds one run's files, not some beside an earlier run's. Call it from the main thread (as
+    ``signal.signal``). Raises the ``OSError`` of a file that cannot be written, with its name."""
+    heard = []
+    previous = signal.signal(signal.SIGINT, lambda *_: heard.append(True))
+    try:
+        for name, content in files.items():
+            dest = Path(out_dir, name)
+            tmp = dest.with_name(f".tmp-{os.getpid()}-{dest.name}")  # ends as dest: savez keeps it
+            try:
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                if callable(content):
+                    content(tmp)
+                else:
+                    tmp.write_bytes(content.encode() if isinstance(content, str) else content)
+                os.replace(tmp, dest)
+            except BaseException as e:
+                with contextlib.suppress(OSError):   # a folder that took no file has none
+                    tmp.unlink()
+                if isinstance(e, OSError):
+                    e.filename = str(dest)
+                raise
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if heard:
+            signal.raise_signal(signal.SIGINT)    # to the handler it held back
 
 
 def not_written(out_dir, written):
@@ -189,6 +203,7 @@ def blas_threads(n):
     ``openblas_set_num_threads``; the ``OPENBLAS_NUM_THREADS`` variable is read only when NumPy
     loads). Idle BLAS threads spin: on a small model with few cores one thread is faster, and a
     run's numbers depend on the count. Does nothing where NumPy uses another BLAS, or off Linux."""
+    import ctypes
     try:
         maps = open("/proc/self/maps").read()
     except OSError:
@@ -214,6 +229,8 @@ def in_workers(fn, items, jobs, threads=1, client=None):
     code for both (one job in the caller's process is builtin ``map``). Items are submitted as
     results come back, twice as many as the workers at most, so a Ctrl-C is heard at once at any
     sweep size; it cancels what is queued and stops the workers. Raises what ``fn`` raises."""
+    import concurrent.futures
+    import multiprocessing
     pool = client.get_executor() if client else concurrent.futures.ProcessPoolExecutor(
         jobs, multiprocessing.get_context("spawn"), _start_worker, (threads,))
     width = 2 * (sum(client.nthreads().values()) if client else jobs)
@@ -260,8 +277,14 @@ def errors(prog):
     (``| head``) ends the command quietly with status 141, as it ends ``cat``. However it ends,
     the folders ``output_dir`` made and nothing filled are removed."""
     try:
+        # NumPy's C extension imports datetime as it loads, through CPython's PyCapsule_Import,
+        # which turns a Ctrl-C there into an ImportError ("Importing the numpy C-extensions
+        # failed"); imported here first, NumPy finds it loaded
+        import datetime  # noqa: F401
         yield
-    except (KeyboardInterrupt, bdb.BdbQuit):
+    # q at a breakpoint()'s prompt raises bdb.BdbQuit, and the breakpoint() has loaded bdb (not
+    # imported here: 8 ms more before a command's Ctrl-C is caught)
+    except (KeyboardInterrupt, getattr(sys.modules.get("bdb"), "BdbQuit", KeyboardInterrupt)):
         progress(f"{prog}: interrupted")
         sys.exit(130)
     except BrokenPipeError:   # not SIGPIPE's default action: it would kill a worker pool's pipes

@@ -66,7 +66,8 @@ def parse_args(argv):
                    help="where the files go")
     p.add_argument("--resume", action="store_true", help=f"continue the run whose {CHECKPOINT} "
                    "is in --output-dir, with its options (those given here win)")
-    p.add_argument("--sample-chars", type=cli.nonnegative_int, default=200, metavar="N",
+    p.add_argument("--sample-chars", type=cli.bounded_int(0, 1_000_000, "characters"),
+                   default=200, metavar="N",
                    help="characters sampled from the checkpoint at the end")
     p.add_argument("--threads", type=cli.up_to_cpus, default=1, metavar="N",
                    help="BLAS threads")

@@ -1,11 +1,12 @@
-"""Input checks shared by the functions of ``layers/functional.py``, the constructors of
+"""Input checks shared by the functions of ``layers/functional.py``, the Modules of
 ``layers/modules.py`` and ``gpt`` (sizes, heads that split the width, token ids in range, an
 even RoPE head size: one wording, one exception type).
 
-A function such as ``layers.functional.rms_norm`` makes one call here per check; the layer files
-(the NumPy maths ``*_forward`` / ``*_backward`` and their Functions) and the Modules' ``forward``
-never do. Every check raises at the boundary, with a message that starts with the calling
-function's name ``fn`` and names the argument ``name``, and returns what the caller uses next.
+A function such as ``layers.functional.rms_norm`` makes one call here per check, a Module's
+``forward`` one (``module_input``; ``Embedding``'s, the indices' checks); the layer files (the
+NumPy maths ``*_forward`` / ``*_backward`` and their Functions) never do. Every check raises at
+the boundary, with a message that starts with the calling function's name ``fn`` and names the
+argument ``name``, and returns what the caller uses next.
 
 Inputs ``t`` are Tensors (differentiable) or array-likes (constants). Checks of an input return
 ``(operand, array)``: the operand goes on to ``Function.apply`` (``t`` itself when it is a
@@ -133,6 +134,25 @@ def same_dtype(a: np.ndarray, name: str, ref: np.ndarray, ref_name: str, fn: str
     """
     if a.dtype != ref.dtype:
         raise TypeError(f"{fn}: {name} is {a.dtype} but {ref_name} is {ref.dtype}; use one dtype")
+
+
+def module_input(t: Any, weight: Any, shape: Tuple[int, ...], fn: str) -> Any:
+    """The operand of a Module's input, checked against the Module as PyTorch's
+    ``torch.nn.Linear`` and ``torch.nn.LayerNorm`` do: a floating dtype, that of the Module's
+    ``weight`` (any floating dtype when the Module has none, None), and last axes ``shape``
+    (its in_features or normalized_shape).
+
+    Raises:
+        TypeError: a non-floating dtype, or not the weight's.
+        ValueError: last axes other than ``shape``.
+    """
+    t, a = float_input(t, "input", fn)
+    if weight is not None:
+        same_dtype(a, "input", weight.data, "weight", fn)
+    if a.shape[-len(shape):] != shape:
+        shown = ", ".join(str(n) for n in shape)
+        raise ValueError(f"{fn}: input has shape {a.shape}, expected (*, {shown})")
+    return t
 
 
 def last_dim(a: np.ndarray, fn: str, what: str, name: str = "x") -> int:

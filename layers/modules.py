@@ -6,9 +6,10 @@ The Modules named after PyTorch's take PyTorch's positional parameters in PyTorc
 (``LayerNorm(normalized_shape, eps, elementwise_affine, bias)``, ``Linear(in_features,
 out_features, bias)``, ...); what is ours (``rng``, ``dtype``, ``backward``) is keyword-only, and
 ``forward``'s argument has PyTorch's name. A Module checks its arguments once, at construction
-(calls into ``checks.py``), and its ``forward`` applies the layer's ``Function``
-(``layers/<name>.py``) without checking x again, except ``Embedding``'s, where the indices
-enter. ``backward=`` puts another backward of the same signature in place of the layer's own:
+(calls into ``checks.py``); its ``forward`` checks the input against the Module (one call,
+``module_input``: the parameters' dtype and last axes, as PyTorch's; ``Embedding``'s, the
+indices) and applies the layer's ``Function`` (``layers/<name>.py``). ``backward=`` puts
+another backward of the same signature in place of the layer's own:
 ``from_pair(<name>_forward, backward)``. A fixed ``rng`` gives a fixed model: each Module draws
 its weights in the order its constructor creates them.
 """
@@ -24,7 +25,7 @@ from minigrad import Module, Parameter, Tensor, from_pair
 from .attention import (AttentionFunction, MultiHeadAttentionFunction, attention_forward,
                         multi_head_attention_backward, multi_head_attention_forward)
 from .checks import (boolean, check_eps, divides, even_head_dim, float_dtype, generator,
-                     index_range, int_input, not_implemented, positive_int, sizes)
+                     index_range, int_input, module_input, not_implemented, positive_int, sizes)
 from .embedding import EmbeddingFunction, embedding_forward
 from .gelu import GELUFunction, gelu_forward
 from .layernorm import LayerNormFunction, layernorm_forward
@@ -71,13 +72,13 @@ class LayerNorm(Module):
         backward: keyword-only; None for ``layernorm_backward``, or a function of the same
             signature ``(dout, cache) -> (dx, dweight, dbias)`` to use in its place.
 
-    Shapes: input (..., *normalized_shape) -> the same shape. input is not checked
-    (``layer_norm`` checks its inputs): it must have the parameters' dtype and trailing shape.
+    Shapes: input (..., *normalized_shape) -> the same shape, of the parameters' dtype.
 
     Raises:
         TypeError: a non-integer size, a non-bool elementwise_affine or bias, or a non-floating
-            dtype.
-        ValueError: a size <= 0 or an eps that is not a finite number >= 0 (at construction).
+            dtype (at construction); an input of a dtype other than the parameters' (in forward).
+        ValueError: a size <= 0 or an eps that is not a finite number >= 0 (at construction);
+            an input whose last axes are not normalized_shape (in forward).
     """
 
     def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True,
@@ -93,10 +94,16 @@ class LayerNorm(Module):
         self.function = _function(LayerNormFunction, layernorm_forward, backward)
 
     def forward(self, input: Tensor) -> Tensor:
+        input = module_input(input, self.weight, self.normalized_shape, "LayerNorm")
         shape, dt = self.normalized_shape, input.dtype
         weight = np.ones(shape, dt) if self.weight is None else self.weight   # gain 1
         bias = np.zeros(shape, dt) if self.bias is None else self.bias        # shift 0
         return _normalize(self.function, input, len(shape), (weight, bias), self.eps)
+
+    def extra_repr(self) -> str:
+        """PyTorch's (2.13): ``LayerNorm((8,), eps=1e-05, elementwise_affine=True, bias=True)``."""
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
 
 
 class Identity(Module):
@@ -130,12 +137,13 @@ class RMSNorm(Module):
         backward: keyword-only; None for ``rmsnorm_backward``, or a function of the same
             signature ``(dout, cache) -> (dx, dweight)`` to use in its place.
 
-    Shapes: x (..., *normalized_shape) -> the same shape. x is not checked (``rms_norm`` checks
-    its inputs): it must have the parameter's dtype and trailing shape.
+    Shapes: x (..., *normalized_shape) -> the same shape, of the parameter's dtype.
 
     Raises:
-        TypeError: a non-integer size, a non-bool elementwise_affine or a non-floating dtype.
-        ValueError: a size <= 0 or an eps that is not a finite number >= 0 (at construction).
+        TypeError: a non-integer size, a non-bool elementwise_affine or a non-floating dtype (at
+            construction); an x of a dtype other than the parameter's (in forward).
+        ValueError: a size <= 0 or an eps that is not a finite number >= 0 (at construction);
+            an x whose last axes are not normalized_shape (in forward).
     """
 
     def __init__(self, normalized_shape, eps: Optional[float] = None,
@@ -150,9 +158,15 @@ class RMSNorm(Module):
         self.function = _function(RMSNormFunction, rmsnorm_forward, backward)
 
     def forward(self, x: Tensor) -> Tensor:
+        x = module_input(x, self.weight, self.normalized_shape, "RMSNorm")
         eps = float(np.finfo(x.dtype).eps) if self.eps is None else self.eps
         weight = np.ones(self.normalized_shape, x.dtype) if self.weight is None else self.weight
         return _normalize(self.function, x, len(self.normalized_shape), (weight,), eps)
+
+    def extra_repr(self) -> str:
+        """PyTorch's: ``RMSNorm((8,), eps=None, elementwise_affine=True)``."""
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")
 
 
 class Linear(Module):
@@ -172,7 +186,13 @@ class Linear(Module):
     Parameters: ``weight`` (out_features, in_features), ``bias`` (out_features,), both
     ~ U(-1/sqrt(in_features), 1/sqrt(in_features)), drawn weight first (PyTorch's default:
     kaiming_uniform with a = sqrt(5) gives that bound).
-    Shapes: input (..., in_features) -> (..., out_features).
+    Shapes: input (..., in_features) -> (..., out_features), of the parameters' dtype.
+
+    Raises:
+        TypeError: a non-integer size (at construction); an input of a dtype other than the
+            parameters' (in forward).
+        ValueError: a size <= 0 (at construction); an input whose last axis is not in_features
+            (in forward).
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, *, rng=None,
@@ -192,7 +212,13 @@ class Linear(Module):
         self.function = _function(LinearFunction, linear_forward, backward)
 
     def forward(self, input: Tensor) -> Tensor:
+        input = module_input(input, self.weight, (self.in_features,), "Linear")
         return self.function.apply(input, self.weight, self.bias)    # bias None: a constant
+
+    def extra_repr(self) -> str:
+        """PyTorch's: ``Linear(in_features=8, out_features=4, bias=True)``."""
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}")
 
 
 class Embedding(Module):
@@ -237,6 +263,10 @@ class Embedding(Module):
         idx = int_input(input, "input", "Embedding")          # the indices enter here
         index_range(idx, self.num_embeddings, "input", "Embedding")
         return self.function.apply(self.weight, idx)
+
+    def extra_repr(self) -> str:
+        """PyTorch's: ``Embedding(10, 3)``."""
+        return f"{self.num_embeddings}, {self.embedding_dim}"
 
 
 class MLP(Module):
@@ -302,7 +332,8 @@ class SwiGLU(Module):
     Shapes: x (..., C) -> (..., C).
 
     Raises:
-        ValueError: if int(d * hidden_mult) < 1.
+        TypeError: an x of a dtype other than the parameters' (in forward).
+        ValueError: if int(d * hidden_mult) < 1; an x whose last axis is not d (in forward).
     """
 
     def __init__(self, d: int, hidden_mult: float = 8.0 / 3.0, rng=None,
@@ -320,6 +351,7 @@ class SwiGLU(Module):
         self.function = _function(SwiGLUFunction, swiglu_forward, backward)
 
     def forward(self, x: Tensor) -> Tensor:
+        x = module_input(x, self.gate_proj.weight, (self.gate_proj.in_features,), "SwiGLU")
         return self.function.apply(x, self.gate_proj.weight, self.up_proj.weight,
                                    self.down_proj.weight)
 

@@ -179,13 +179,20 @@ class Module:
             p._data[...] = value.astype(p.dtype, copy=False)
             p._bump()
 
+    def extra_repr(self) -> str:
+        """The module's own settings, shown inside its repr's parentheses
+        (``torch.nn.Module.extra_repr``: ``Linear(in_features=8, out_features=4, bias=True)``);
+        subclasses override it. Default: ""."""
+        return ""
+
     def __repr__(self) -> str:
-        lines = [type(self).__name__ + "("]
-        for name, m in self._modules.items():
-            sub = repr(m).replace("\n", "\n  ")
-            lines.append(f"  ({name}): {sub}")
-        lines.append(")")
-        return "\n".join(lines) if self._modules else type(self).__name__ + "()"
+        extra = self.extra_repr()
+        children = [f"({name}): " + repr(m).replace("\n", "\n  ")
+                    for name, m in self._modules.items()]
+        if not children:
+            return f"{type(self).__name__}({extra})"
+        lines = (extra.split("\n") if extra else []) + children
+        return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
 
 
 class ModuleList(Module):

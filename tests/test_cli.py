@@ -2,6 +2,7 @@
 the BLAS threads, and the worker processes (in order, Ctrl-C stops them)."""
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -23,6 +24,7 @@ def test_argument_types_accept(parse, text, value):
 @pytest.mark.parametrize("parse, text, words", [
     (cli.positive_int, "0", ">= 1"), (cli.positive_int, "2.5", "an integer"),
     (cli.bounded_int(1, 1000, "seeds"), "1001", "maximum of 1,000 seeds"),
+    (cli.bounded_int(1, 12), "13", "^13 is more than the maximum of 12$"),   # no unit, no space
     (cli.positive_float, "0", "> 0"), (cli.positive_float, "nan", "finite"),
     (cli.nonnegative_float, "-1", ">= 0"), (cli.positive_float, "x", "finite"),
     (cli.path_arg, "", "empty"), (cli.nonempty, "", "empty")])
@@ -87,10 +89,56 @@ def test_a_file_cut_short_is_absent_and_the_error_names_it(tmp_path, exc):
         assert e.value.filename == str(tmp_path / "second.txt")
 
 
+def test_ctrl_c_while_the_outputs_are_written_is_heard_after_the_last_file(tmp_path, capsys):
+    # before: a Ctrl-C between two files left the new run's first beside an earlier run's last
+    for name in ("a.txt", "b.txt", "results.json"):
+        (tmp_path / name).write_text("earlier run")
+
+    def first(path):
+        signal.raise_signal(signal.SIGINT)   # Ctrl-C while the first file is written
+        path.write_text("this run")
+
+    def run(argv):
+        cli.write_outputs(tmp_path, {"a.txt": first, "b.txt": "this run",
+                                     "results.json": "this run"})
+        return 0
+    assert status(run) == 130
+    assert capsys.readouterr().err == "prog: interrupted\n"
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {
+        "a.txt": "this run", "b.txt": "this run", "results.json": "this run"}
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    cli.write_outputs(tmp_path, {"c.txt": "x"})   # nothing held back: no Ctrl-C afterwards
+
+
 def test_an_output_folder_that_cannot_be_made_is_bad_input(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(cli.UsageError, match="output folder"):
         cli.output_dir(tmp_path / "file" / "out")
+
+
+WRITE_REFUSED = [Path("/proc"), Path("/sys/kernel")]   # sysfs refuses root too
+
+
+@pytest.mark.parametrize("folder", WRITE_REFUSED + ["read-only"])
+def test_an_output_folder_this_process_cannot_write_into_is_bad_input_before_any_work(
+        folder, tmp_path, capsys):
+    # before: four_variants --output-dir /sys/kernel trained every run, then could not write
+    if folder == "read-only":
+        if os.geteuid() == 0:
+            pytest.skip("root writes into a folder of mode 0o555")
+        folder = tmp_path / "ro"
+        folder.mkdir(mode=0o555)
+    if not folder.is_dir():
+        pytest.skip(f"no {folder} here")
+    with pytest.raises(cli.UsageError, match=f"^output folder {folder}: cannot write into it: "):
+        cli.output_dir(folder)
+    with pytest.raises(cli.UsageError, match=f"^output folder {folder}: cannot write into it: "):
+        cli.output_file(folder / "out.json")
+    from experiments import four_variants, runner
+    argv = ["--steps", "2", "--output-dir", str(folder)]
+    assert status(lambda argv: runner.run(four_variants.STUDY, argv), argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "cannot write into it" in err
 
 
 def square(x):
@@ -183,7 +231,7 @@ def test_the_folders_a_run_made_and_left_empty_are_removed_and_no_other(tmp_path
 
 COMMANDS = ["four_variants", "break_it", "activations", "positions", "hidden_stats", "train_gpt",
             "bench", "gradcheck_report", "exercises.break_backward", "norm_cost", "generate",
-            "explain", "jacobians"]
+            "explain", "jacobians", "exercises"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -196,3 +244,34 @@ def test_ctrl_c_while_numpy_loads_is_the_same_one_line_and_130(command, tmp_path
                        text=True)
     assert (r.returncode, r.stdout, r.stderr) == (
         130, "", f"python -m experiments.{command}: interrupted\n")
+
+
+def test_ctrl_c_while_numpy_imports_datetime_is_not_numpys_import_error(tmp_path):
+    # NumPy's C extension imports datetime through CPython's PyCapsule_Import, which turns a
+    # KeyboardInterrupt into an ImportError; errors() imports datetime first, where it is caught
+    (tmp_path / "datetime.py").write_text("raise KeyboardInterrupt\n")
+    r = subprocess.run([sys.executable, "-m", "experiments.four_variants"],
+                       cwd=Path(cli.__file__).parents[1],
+                       env={**os.environ, "PYTHONPATH": str(tmp_path)}, capture_output=True,
+                       text=True)
+    assert (r.returncode, r.stderr) == (130, "python -m experiments.four_variants: interrupted\n")
+
+
+def test_q_at_a_breakpoint_prompt_ends_the_command_as_ctrl_c():
+    # bdb is not imported by cli: the breakpoint() loads it, and errors() finds its BdbQuit
+    code = "from experiments import cli\nwith cli.errors('prog'):\n    breakpoint()\n    x = 1\n"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONBREAKPOINT"}
+    r = subprocess.run([sys.executable, "-c", code], cwd=Path(cli.__file__).parents[1], env=env,
+                       input="q\n", capture_output=True, text=True)
+    assert (r.returncode, r.stderr) == (130, "prog: interrupted\n")
+
+
+def test_cli_loads_no_worker_pool_nor_ctypes_nor_bdb():
+    # they load where they are used: the moments before a command's Ctrl-C is caught stay short
+    code = ("import sys\nfrom experiments import cli\n"
+            "print(sorted({'multiprocessing', 'concurrent.futures', 'ctypes', 'bdb'} & "
+            "set(sys.modules)))")
+    r = subprocess.run([sys.executable, "-c", code], cwd=Path(cli.__file__).parents[1],
+                       capture_output=True, text=True)
+    assert r.stdout == "[]\n", r.stderr
+

@@ -693,6 +693,24 @@ def test_check_folder_refuses_what_cannot_train(tmp_path):
             learner.check_folder(folder)
 
 
+def test_check_folder_runs_the_backward_on_the_check_cases_and_says_so(tmp_path, capsys):
+    # what docs/exercises.md tells a learner with a breakpoint() in a --backward file: the
+    # check's cases come first, float64 then float32 (8 stops for layernorm), then the training
+    (tmp_path / "layernorm.py").write_text(
+        "import sys\nfrom layers.layernorm import layernorm_backward as own\n\n\n"
+        "def layernorm_backward(dout, cache):\n"
+        "    print('called', dout.dtype, dout.shape, file=sys.stderr)\n"
+        "    return own(dout, cache)\n")
+    learner.check_folder(tmp_path)
+    err = capsys.readouterr().err.splitlines()
+    calls = [line.split(" ", 2)[1:] for line in err if line.startswith("called ")]
+    n = len(make_cases(EXERCISES["layernorm"], 0))
+    assert n == 4 and [dt for dt, _ in calls] == ["float64"] * n + ["float32"] * n
+    assert {shape for _, shape in calls} == {"(2, 3, 6)", "(1, 6)", "(4, 1)", "(3, 6)"}
+    assert err[-1].startswith(f"backward passes from {tmp_path}, checked on the check's cases "
+                              f"before training: yours: layernorm_backward (right)")
+
+
 def test_backward_passes_hand_the_model_every_name_and_record_the_calls(tmp_path):
     path = _learner_file(tmp_path, "relu2", "    return dout * 2 * cache")
     swaps = (learner.Swap("relu2", str(path), "right"), learner.Swap("gelu", "-", "not implemented"))
@@ -757,3 +775,23 @@ def test_a_run_without_backward_imports_no_module_of_the_exercises():
             "print(sorted(k for k in sys.modules if k.startswith('experiments.exercises')))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0 and r.stdout == "[]\n", r.stderr
+
+
+@pytest.mark.parametrize("name", ["gelu", "layernorm"])
+def test_nan_everywhere_is_not_right_elsewhere(name):
+    # before: "NaN or inf where the right one is finite, and right elsewhere", no entry right
+    def nan_in(share):   # the backward, with NaN in the first share of each gradient
+        def backward(dout, cache):
+            grads = [g.copy() for g in as_tuple(EXERCISES[name].backward(dout, cache))]
+            for g in grads:
+                g.reshape(-1)[:int(g.size * share)] = np.nan
+            return tuple(grads) if len(grads) > 1 else grads[0]
+        return backward
+    per, v = said(name, nan_in(1.0))
+    assert v.status == "wrong"
+    for g in EXERCISES[name].grads:
+        assert per[g][-1] == (f"your {g} is NaN or inf everywhere: an exp or a power that "
+                              f"overflows, or a 0/0?"), per[g]
+    per, _ = said(name, nan_in(0.5))   # right where it is finite: said so
+    assert per["dx"][-1].startswith("your dx is NaN or inf where the right one is finite, and "
+                                    "right elsewhere"), per["dx"]

@@ -1,5 +1,6 @@
 """layers.modules: parameter names, shapes, PyTorch-default init, forward values, errors."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -202,3 +203,66 @@ def test_module_gradients_reach_every_parameter():
     for name, p in m.named_parameters():
         assert p.grad is not None and p.grad.shape == p.shape and np.any(p.grad != 0), name
     assert x.grad is not None
+
+
+MODULES = [(lambda: Linear(8, 4), "Linear"), (lambda: LayerNorm(8), "LayerNorm"),
+           (lambda: RMSNorm(8), "RMSNorm"), (lambda: SwiGLU(8), "SwiGLU"),
+           (lambda: LayerNorm((2, 8)), "LayerNorm")]
+
+
+@pytest.mark.parametrize("make, fn", MODULES, ids=[f for _, f in MODULES])
+def test_a_module_refuses_an_input_of_another_dtype_or_width_at_its_boundary(make, fn):
+    # before the check, float64 went through and backward failed inside the layer's node
+    m = make()
+    width = m.normalized_shape if isinstance(m, (LayerNorm, RMSNorm)) else (8,)
+    shown = ", ".join(map(str, width))
+    with pytest.raises(TypeError, match=f"^{fn}: input is float64 but weight is float32; "
+                                        f"use one dtype$"):
+        m(Tensor(np.zeros((2,) + width), requires_grad=True))
+    with pytest.raises(TypeError, match=f"^{fn}: input must have a floating dtype, got int64$"):
+        m(np.zeros((2,) + width, np.int64))
+    for shape in ((2, 7), (8,)[:0], (2,) + width[:-1] + (9,)):
+        with pytest.raises(ValueError, match=rf"^{fn}: input has shape {re.escape(str(shape))}, "
+                                             rf"expected \(\*, {shown}\)$"):
+            m(Tensor(np.zeros(shape, np.float32)))
+    y = m(Tensor(np.ones((3,) + width, np.float32), requires_grad=True))
+    assert y.dtype == np.float32
+
+
+def test_a_norm_without_parameters_takes_either_float_dtype():
+    for m in (LayerNorm(8, elementwise_affine=False), RMSNorm(8, elementwise_affine=False)):
+        for dt in (np.float32, np.float64):
+            assert m(Tensor(np.ones((2, 8), dt))).dtype == dt
+
+
+REPRS = [  # (module, its repr: PyTorch 2.13's for the same constructor call)
+    (lambda nn: nn.Linear(8, 4), "Linear(in_features=8, out_features=4, bias=True)"),
+    (lambda nn: nn.Linear(8, 4, bias=False), "Linear(in_features=8, out_features=4, bias=False)"),
+    (lambda nn: nn.LayerNorm(8), "LayerNorm((8,), eps=1e-05, elementwise_affine=True, bias=True)"),
+    (lambda nn: nn.LayerNorm((2, 8), 1e-6, False),
+     "LayerNorm((2, 8), eps=1e-06, elementwise_affine=False, bias=False)"),
+    (lambda nn: nn.RMSNorm(8), "RMSNorm((8,), eps=None, elementwise_affine=True)"),
+    (lambda nn: nn.Embedding(10, 3), "Embedding(10, 3)"),
+    (lambda nn: nn.Identity(), "Identity()"),
+    (lambda nn: nn.Sequential(nn.Linear(4, 16), nn.Identity()),
+     "Sequential(\n  (0): Linear(in_features=4, out_features=16, bias=True)\n  (1): Identity()\n)"),
+]
+
+
+@pytest.mark.parametrize("make, text", REPRS, ids=[t.split("(")[0] + str(i)
+                                                   for i, (_, t) in enumerate(REPRS)])
+def test_a_module_repr_shows_its_settings_as_pytorchs(make, text):
+    import types
+
+    from minigrad import Sequential
+    import layers.modules as m
+    ours = types.SimpleNamespace(**{n: getattr(m, n) for n in m.__all__}, Sequential=Sequential)
+    assert repr(make(ours)) == text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("make, text", REPRS, ids=[t.split("(")[0] + str(i)
+                                                   for i, (_, t) in enumerate(REPRS)])
+def test_the_reprs_are_the_installed_pytorchs(make, text):
+    torch = pytest.importorskip("torch")
+    assert repr(make(torch.nn)) == text

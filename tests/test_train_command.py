@@ -145,6 +145,7 @@ def test_an_earlier_runs_loss_png_is_kept_and_named_by_a_run_that_draws_none(tmp
     (["--corpus", "shakespear"], "the corpora by name: shakespeare, pride"),
     (["--lr", "1e-3", "--min-lr", "1e-2"], "--min-lr (0.01) must not exceed --lr (0.001)"),
     (["--max-iters", "2000000"], "maximum"),
+    (["--sample-chars", "100000000"], "100000000 is more than the maximum of 1,000,000 characters"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, needle, tmp_path, capfd):
     assert main(args + ["--output-dir", str(tmp_path / "o")]) == 2

@@ -17,10 +17,12 @@ import sys
 from pathlib import Path
 
 from experiments import cli
-from experiments.exercises import learner, stubs
-from experiments.exercises.catalogue import EXERCISES
 
-PROG = learner.COMMAND
+PROG = "python -m experiments.exercises"
+with cli.errors(PROG):   # Ctrl-C while NumPy loads: one line
+    from experiments.exercises import learner, stubs
+    from experiments.exercises.catalogue import EXERCISES
+
 DEFAULT_DIR = Path("exercises")
 
 

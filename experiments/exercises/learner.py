@@ -137,7 +137,8 @@ def check_folder(folder):
             raise cli.UsageError(f"{path}: {ex.function} cannot train: {v.blocker} "
                                  f"({COMMAND} check {ex.name} --file {path})")
         swaps.append(Swap(ex.name, str(path), v.status))
-    cli.progress(f"backward passes from {folder}: {trained_with(swaps)}")
+    cli.progress(f"backward passes from {folder}, checked on the check's cases before "
+                 f"training: {trained_with(swaps)}")
     return tuple(swaps)
 
 

@@ -368,6 +368,7 @@ def diagnose(g, yours, right, terms, labels, sizes, variants=(), others=None, co
     ok = [np.isfinite(y) for y in yours]
     if not all(map(np.all, ok)):
         lines.append(f"your {g} is NaN or inf " + (
+            "everywhere" if not any(map(np.any, ok)) else
             "where the right one is finite, and right elsewhere" if all(
                 np.all(errors(y[k], r[k]) <= RTOL * s) for y, r, k, s in
                 zip(yours, right, ok, scales)) else "in places")
