@@ -14,13 +14,15 @@ A command module reads::
             sys.exit(run(sys.argv[1:]))
 
 Exit statuses: 0 done; 1 a run diverged, or an output file could not be written; 2 bad input
-(one line on stderr); 130 Ctrl-C (one line). Standard library only; the slow imports
-(``ctypes``, ``multiprocessing``, ``concurrent.futures``) are made in the functions that use
-them, since a command catches Ctrl-C only once this module has loaded.
+(one line on stderr); 130 Ctrl-C (one line). Standard library only.
 """
 import argparse
+import bdb
 import collections
+import concurrent.futures
 import contextlib
+import ctypes
+import multiprocessing
 import os
 import re
 import signal
@@ -203,7 +205,6 @@ def blas_threads(n):
     ``openblas_set_num_threads``; the ``OPENBLAS_NUM_THREADS`` variable is read only when NumPy
     loads). Idle BLAS threads spin: on a small model with few cores one thread is faster, and a
     run's numbers depend on the count. Does nothing where NumPy uses another BLAS, or off Linux."""
-    import ctypes
     try:
         maps = open("/proc/self/maps").read()
     except OSError:
@@ -229,8 +230,6 @@ def in_workers(fn, items, jobs, threads=1, client=None):
     code for both (one job in the caller's process is builtin ``map``). Items are submitted as
     results come back, twice as many as the workers at most, so a Ctrl-C is heard at once at any
     sweep size; it cancels what is queued and stops the workers. Raises what ``fn`` raises."""
-    import concurrent.futures
-    import multiprocessing
     pool = client.get_executor() if client else concurrent.futures.ProcessPoolExecutor(
         jobs, multiprocessing.get_context("spawn"), _start_worker, (threads,))
     width = 2 * (sum(client.nthreads().values()) if client else jobs)
@@ -277,14 +276,8 @@ def errors(prog):
     (``| head``) ends the command quietly with status 141, as it ends ``cat``. However it ends,
     the folders ``output_dir`` made and nothing filled are removed."""
     try:
-        # NumPy's C extension imports datetime as it loads, through CPython's PyCapsule_Import,
-        # which turns a Ctrl-C there into an ImportError ("Importing the numpy C-extensions
-        # failed"); imported here first, NumPy finds it loaded
-        import datetime  # noqa: F401
         yield
-    # q at a breakpoint()'s prompt raises bdb.BdbQuit, and the breakpoint() has loaded bdb (not
-    # imported here: 8 ms more before a command's Ctrl-C is caught)
-    except (KeyboardInterrupt, getattr(sys.modules.get("bdb"), "BdbQuit", KeyboardInterrupt)):
+    except (KeyboardInterrupt, bdb.BdbQuit):
         progress(f"{prog}: interrupted")
         sys.exit(130)
     except BrokenPipeError:   # not SIGPIPE's default action: it would kill a worker pool's pipes

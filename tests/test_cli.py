@@ -246,32 +246,9 @@ def test_ctrl_c_while_numpy_loads_is_the_same_one_line_and_130(command, tmp_path
         130, "", f"python -m experiments.{command}: interrupted\n")
 
 
-def test_ctrl_c_while_numpy_imports_datetime_is_not_numpys_import_error(tmp_path):
-    # NumPy's C extension imports datetime through CPython's PyCapsule_Import, which turns a
-    # KeyboardInterrupt into an ImportError; errors() imports datetime first, where it is caught
-    (tmp_path / "datetime.py").write_text("raise KeyboardInterrupt\n")
-    r = subprocess.run([sys.executable, "-m", "experiments.four_variants"],
-                       cwd=Path(cli.__file__).parents[1],
-                       env={**os.environ, "PYTHONPATH": str(tmp_path)}, capture_output=True,
-                       text=True)
-    assert (r.returncode, r.stderr) == (130, "python -m experiments.four_variants: interrupted\n")
-
-
 def test_q_at_a_breakpoint_prompt_ends_the_command_as_ctrl_c():
-    # bdb is not imported by cli: the breakpoint() loads it, and errors() finds its BdbQuit
     code = "from experiments import cli\nwith cli.errors('prog'):\n    breakpoint()\n    x = 1\n"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONBREAKPOINT"}
     r = subprocess.run([sys.executable, "-c", code], cwd=Path(cli.__file__).parents[1], env=env,
                        input="q\n", capture_output=True, text=True)
     assert (r.returncode, r.stderr) == (130, "prog: interrupted\n")
-
-
-def test_cli_loads_no_worker_pool_nor_ctypes_nor_bdb():
-    # they load where they are used: the moments before a command's Ctrl-C is caught stay short
-    code = ("import sys\nfrom experiments import cli\n"
-            "print(sorted({'multiprocessing', 'concurrent.futures', 'ctypes', 'bdb'} & "
-            "set(sys.modules)))")
-    r = subprocess.run([sys.executable, "-c", code], cwd=Path(cli.__file__).parents[1],
-                       capture_output=True, text=True)
-    assert r.stdout == "[]\n", r.stderr
-
