@@ -12,8 +12,8 @@ Reads the ``results.json`` of study runs (``experiments.runner``), each a run le
   which the variant's val loss reaches the baseline's final val loss of the same seed (the
   median over the seeds; "-" when some seed never does).
 
-``val_vs_lr.png``: the mean val loss against the learning rate (log scale), 95 % intervals of
-the mean as bars; ``gap_vs_length.png``: the gaps against the run length (log scale), paired
+``val_vs_lr.png``: each seed's final val loss against the learning rate (log scale), a line
+through the medians, a run far above the others drawn at the top edge with its value; ``gap_vs_length.png``: the gaps against the run length (log scale), paired
 intervals as bars. docs/results.md ("Faster or lower") shows both, made as its section 6 says.
 
 Folders may come from studies of different norms (``--norm rms``): a variant is then named
@@ -29,13 +29,12 @@ figures.
 """
 import importlib.util
 import json
-import math
 import statistics
 import sys
 from pathlib import Path
 
 from experiments import cli
-from experiments.stats import describe, paired_difference, t_ppf
+from experiments.stats import describe, paired_difference
 
 # what may differ between the folders; anything else (corpus, model, recipe) must be the same,
 # or the gaps would compare different studies
@@ -216,18 +215,31 @@ def figures(cells, lr, steps, base):
     fig = Figure(figsize=(6.5, 4.2))
     ax = fig.subplots()
     rates = sorted(r for s, r in cells if s == steps)
-    for name in names:
-        pts = [(r, d) for r, d in ((r, val(cells[steps, r], name)) for r in rates) if d["n"]]
-        half = [t_ppf(0.975, d["n"] - 1) * d["std"] / math.sqrt(d["n"]) if d["n"] > 1 else 0
-                for _, d in pts]
-        ax.errorbar([r for r, _ in pts], [d["mean"] for _, d in pts], yerr=half, fmt="o-",
-                    capsize=4, label=name, color=colour[name])
+    seeds = {(name, r): [e["val_loss"] for (n, _), e in sorted(cells[steps, r].items()) if n == name]
+             for name in names for r in rates}
+    # the axis spans the seeds within 0.1 of their cell's median: a run that went unstable
+    # (ln+swiglu at 8e-3) would flatten the rest; it is drawn at the top edge with its value
+    kept = [v for vs in seeds.values() for v in vs if v <= statistics.median(vs) + 0.1]
+    pad = 0.08 * (max(kept) - min(kept) or 0.1)
+    top = max(kept) + pad
+    ax.set_ylim(min(kept) - pad, top)
+    for k, name in enumerate(names):
+        pts = [r for r in rates if seeds[name, r]]
+        ax.plot(pts, [statistics.median(seeds[name, r]) for r in pts], "-", color=colour[name],
+                label=name)
+        for r in pts:
+            x = r * (1 + 0.04 * (k - (len(names) - 1) / 2))   # side by side, not on each other
+            for v in seeds[name, r]:
+                ax.plot(x, min(v, top), "^" if v > top else "o", color=colour[name],
+                        ms=4, alpha=0.7, clip_on=False)
+                if v > top:
+                    ax.annotate(f"{v:.2f}", (x, top), xytext=(3, -10), textcoords="offset points",
+                                fontsize=7, color=colour[name])
     ax.set_xscale("log")
     ax.set_xticks(rates, [f"{r:g}" for r in rates])
     ax.minorticks_off()
     ax.set(xlabel="peak learning rate", ylabel="final val loss (nats/token)",
-           title=f"val loss against learning rate, {steps} steps; bars: 95% interval of the "
-                 f"mean over the seeds")
+           title=f"final val loss against the rate, {steps} steps; dots: seeds, line: median")
     ax.title.set_fontsize(9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
