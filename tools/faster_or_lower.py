@@ -191,9 +191,10 @@ def figures(cells, lr, steps, base):
     fig = Figure(figsize=(6.5, 4.2))
     ax = fig.subplots()
     lengths = sorted({s for s, _ in cells})
-    for k, (name, rows) in enumerate(length_cells(cells, lr, steps, base).items()):
+    rows_of = length_cells(cells, lr, steps, base)
+    for k, (name, rows) in enumerate(rows_of.items()):
         pts = [(s, d) for s, d in ((s, gap(a, name, b, base)) for s, a, b in rows) if d["n"]]
-        xs = [s * (1 + 0.03 * (k - 1)) for s, _ in pts]   # side by side, not on each other
+        xs = [s * (1 + 0.03 * (k - (len(rows_of) - 1) / 2)) for s, _ in pts]   # side by side
         ax.errorbar(xs, [d["mean"] for _, d in pts], fmt="o-", capsize=4, label=name,
                     color=colour[name],
                     yerr=[[d["mean"] - (d["low"] if d["low"] is not None else d["mean"])
