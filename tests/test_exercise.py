@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -795,3 +796,18 @@ def test_nan_everywhere_is_not_right_elsewhere(name):
     per, _ = said(name, nan_in(0.5))   # right where it is finite: said so
     assert per["dx"][-1].startswith("your dx is NaN or inf where the right one is finite, and "
                                     "right elsewhere"), per["dx"]
+
+
+def test_q_at_a_breakpoint_in_a_backward_file_ends_the_command_as_ctrl_c(tmp_path):
+    # the check's cases run the learner's backward before training: q there quits (130, as
+    # docs/commands.md says), it is not taken for the learner's backward raising
+    (tmp_path / "layernorm.py").write_text(
+        "from layers.layernorm import layernorm_backward as own\n\n\n"
+        "def layernorm_backward(dout, cache):\n    breakpoint()\n    return own(dout, cache)\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONBREAKPOINT"}
+    r = subprocess.run([sys.executable, "-m", "experiments.four_variants", "--tiny", "--steps",
+                        "1", "--backward", str(tmp_path), "--output-dir", str(tmp_path / "out")],
+                       cwd=ROOT, env=env, input="q\n", capture_output=True, text=True)
+    assert r.returncode == 130 and r.stderr.endswith(
+        "python -m experiments.four_variants: interrupted\n")   # after the (Pdb) prompt
+    assert not (tmp_path / "out").exists()

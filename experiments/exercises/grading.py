@@ -4,6 +4,7 @@ judged gradient by gradient (``mistakes.py``). Each case may take ``TIME_LIMIT``
 seconds; the backward gets copies of its arguments and its prints go to stderr, so that stdout
 carries the verdict alone. ``learner.check`` calls it from Python.
 """
+import bdb
 import contextlib
 import copy
 import functools
@@ -129,6 +130,8 @@ def _run(ex, fn, cases, where, path):
         try:
             with guarded():
                 got = fn(dout, cache)
+        except bdb.BdbQuit:   # q at a breakpoint() in their code: ends the command, as Ctrl-C
+            raise
         except NotImplementedError:
             return None, Verdict("not implemented", [
                 f"{ex.function} in {where} is not implemented yet (it raises "
