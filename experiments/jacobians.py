@@ -54,8 +54,9 @@ def null_space(J, tol=TOL):
 
 def layers(seed=0):
     """``[(name, J, predicted {label: v}, singular values, basis of the null space found,
-    (label, D) the diagonal part of J)]`` for LayerNorm, RMSNorm and softmax at one random row
-    of C entries; ``J - D`` is the low-rank part that removes the null directions."""
+    (label, D) the first term's part of J: rstd I for the norms, diag(y) for softmax)]`` for
+    LayerNorm, RMSNorm and softmax at one random row of C entries; ``J - D`` is the low-rank part
+    that removes the null directions."""
     x = np.random.default_rng(seed).standard_normal(C)
     ones, w, b = np.ones(C), np.ones(C), np.zeros(C)
     ln, _, (ln_xhat, _, ln_rstd) = jacobian(layernorm_forward, layernorm_backward, x, w, b,
@@ -97,7 +98,8 @@ def lines(found):
 
 def draw(found, path):
     """Top row: the three Jacobians as heatmaps (one colour scale each, 0 white); bottom row: J
-    minus its diagonal part, the low-rank part that takes the null directions out."""
+    minus its first term's part (rstd I; softmax's diag(y)), the low-rank part that takes the
+    null directions out."""
     fig, axes = figures.subplots(2, 3, figsize=(13, 8.6))
     for col, (name, J, predicted, s, basis, (dlabel, D)) in enumerate(found):
         rank = int(np.sum(np.linalg.svd(J - D, compute_uv=False) > TOL * s[0]))

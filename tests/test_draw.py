@@ -24,7 +24,7 @@ def _expression():
 
 def _nodes_and_edges(dot):
     nodes = dict(re.findall(r'^  (n\d+) \[label="([^"]*)"', dot, re.M))
-    edges = re.findall(r"^  (n\d+) -> (n\d+);", dot, re.M)
+    edges = re.findall(r"^  (n\d+) -> (n\d+)(?: \[label=\"\d+\"\])?;", dot, re.M)
     return nodes, edges
 
 
@@ -40,6 +40,15 @@ def test_one_node_per_op_and_leaf_with_shapes_names_and_edges_in_forward_order()
     assert (by_label["x"], by_label["RMSNormFunction"]) in edges          # input -> its op
     assert (by_label["MatMul"], by_label["Sum"]) in edges
     assert len(edges) == 6
+
+
+def test_the_arrows_into_an_op_of_two_inputs_are_numbered_by_argument_position():
+    a, b = Tensor(np.ones(2), requires_grad=True), Tensor(np.ones(2), requires_grad=True)
+    for out, first in ((a - b, "a"), (b - a, "b")):
+        dot = minigrad.to_dot(out, names={"a": a, "b": b})
+        nodes = {v.split("\\n")[0]: k for k, v in _nodes_and_edges(dot)[0].items()}
+        zero = re.findall(r'^  (n\d+) -> n\d+ \[label="0"\];', dot, re.M)
+        assert zero == [nodes[first]]
 
 
 def test_the_graph_is_still_drawn_after_backward():
