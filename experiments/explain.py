@@ -138,8 +138,10 @@ def explain(name, seed=0, size=None):
 
 
 def _fmt(a):
-    return np.array2string(np.asarray(a, dtype=float) if np.asarray(a).dtype.kind != "i"
-                           else np.asarray(a), precision=4, suppress_small=True,
+    a = np.asarray(a)
+    if a.dtype.kind != "i":
+        a = np.round(a.astype(float), 4) + 0.0     # + 0.0: a -0.00001 shows as 0.0000, not -0.0000
+    return np.array2string(a, precision=4, suppress_small=True,
                            floatmode="fixed", max_line_width=100)
 
 
@@ -161,8 +163,8 @@ def report(e):
                       "upstream gradient):"]
         lines += [row(k, v) for k, v in e["quantities"].items()]
     for g, d in e["grads"].items():
-        lines += ["", f"{g}, term by term (each as it enters {g}: the factor in front of them "
-                      f"all, such as rstd or dout, included):"]
+        lines += ["", f"{g}, term by term (each as it enters {g}, with any factor in front of "
+                      f"them all):"]
         lines += [row(label, t) for label, t in d["terms"]]
         lines += [row("sum of the terms", d["sum"]),
                   row("the layer's backward", d["backward"]),
