@@ -57,11 +57,14 @@ def to_dot(tensor: Tensor, names=None, max_nodes: int = MAX_NODES) -> str:
         str: DOT source (``digraph``), left to right, for ``dot -Tpng``.
 
     Raises:
-        TypeError: ``tensor`` is not a Tensor.
+        TypeError: ``tensor`` is not a Tensor, or ``names`` not a dict.
         ValueError: the graph has more than ``max_nodes`` nodes.
     """
     if not isinstance(tensor, Tensor):
         raise TypeError(f"to_dot: expected a Tensor, got {type(tensor).__name__}")
+    if names is not None and not isinstance(names, dict):
+        raise TypeError(f"to_dot: names is a {type(names).__name__}; give a dict of label: "
+                        f"Tensor, e.g. {{'x': x}}")
     order, edges = _graph(tensor)
     if max_nodes is not None and len(order) > max_nodes:
         raise ValueError(f"to_dot: the graph has {len(order)} nodes, more than max_nodes="

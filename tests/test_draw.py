@@ -68,6 +68,8 @@ def test_a_graph_larger_than_max_nodes_is_refused_with_the_way_out():
     assert minigrad.to_dot(y, max_nodes=None).count("Mul") == 300
     with pytest.raises(TypeError, match="expected a Tensor"):
         minigrad.to_dot(np.ones(3))
+    with pytest.raises(TypeError, match="names is a list; give a dict"):
+        minigrad.to_dot(x * 2.0, names=[x])
 
 
 def test_draw_dot_without_graphviz_says_what_to_install(monkeypatch, tmp_path):
