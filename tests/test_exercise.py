@@ -486,7 +486,15 @@ def test_a_backward_that_modifies_its_arguments_in_place_is_wrong(name, upstream
         return grads
     per, v = said(name, in_place)
     assert all(lines[0].startswith("right") for lines in per.values())
-    assert v.status == "wrong" and f"modified {upstream} in place" in v.lines[-2]
+    assert v.status == "wrong" and f"modified {upstream} in place" in v.lines[2]   # read first
+
+
+def test_a_backward_that_spoils_its_cache_in_place_hears_so_before_the_terms():
+    def spoils(dout, cache):
+        cache[0][...] = 0.0        # xhat zeroed, then used: the terms' diagnosis comes after
+        return EXERCISES["layernorm"].backward(dout, cache)
+    per, v = said("layernorm", spoils)
+    assert v.status == "wrong" and v.lines[2].startswith("your backward modified the cache in place")
 
 
 @pytest.mark.parametrize("got,line", [

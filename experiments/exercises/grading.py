@@ -234,10 +234,10 @@ def verdict(ex, fn, where, path=None):
                                       results[len(cases):], found, changed, arrays)
         grads[g], blocker = "right" if ok else "wrong", blocker or bad
         lines += [f"{g:<{width}}{said[0]}"] + [" " * width + s for s in said[1:]]
-    if modified:
-        lines.append(f"your backward modified {' and '.join(sorted(modified))} in place: a "
-                     f"backward must leave its arguments as they are (the engine may hand the "
-                     f"same arrays to other nodes)")
+    if modified:    # first: what it did to its arguments may be why a gradient is wrong
+        lines.insert(2, f"your backward modified {' and '.join(sorted(modified))} in place: a "
+                        f"backward must leave its arguments as they are (the engine may hand "
+                        f"the same arrays to other nodes)")
     n, wrong = len(grads), list(grads.values()).count("wrong")
     if wrong or modified:
         head = f"{wrong} of {n} gradients wrong" if wrong and n > 1 else "Wrong"
