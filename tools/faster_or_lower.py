@@ -13,8 +13,8 @@ Reads the ``results.json`` of study runs (``experiments.runner``), each a run le
   median over the seeds; "-" when some seed never does).
 
 ``val_vs_lr.png``: each seed's final val loss against the learning rate (log scale), a line
-through the medians, a run far above the others drawn at the top edge with its value; ``gap_vs_length.png``: the gaps against the run length (log scale), paired
-intervals as bars. docs/results.md ("Faster or lower") shows both, made as its section 6 says.
+through the medians, a run far above the others drawn at the top edge with its value;
+``gap_vs_length.png``: the gaps against the run length (log scale), paired intervals as bars. docs/results.md ("Faster or lower") shows both, made as its section 6 says.
 
 Folders may come from studies of different norms (``--norm rms``): a variant is then named
 with its norm (``rms+swiglu``); runs of the same length and rate from several folders (more
