@@ -131,3 +131,14 @@ def test_bad_input_is_one_line_and_no_folder(tmp_path, bad):
             "no such baseline": "no variant 'swiglu'"}[bad]):
         fol.run(argv + extra.get(bad, []))
     assert not (tmp_path / "out").exists()
+
+
+def test_a_variant_without_runs_at_a_length_has_no_row_there(tmp_path):
+    # relu2 trained at 1000 steps only: the 4000-step rows are gelu's partner swiglu's alone
+    a = study(tmp_path / "a", 1000, 1e-3, {"gelu": {0: one(2.0)}, "relu2": {0: one(1.9)},
+                                           "swiglu": {0: one(1.8)}})
+    b = study(tmp_path / "b", 4000, 1e-3, {"gelu": {0: one(1.5)}, "swiglu": {0: one(1.5)}})
+    cells, base = fol.read([a, b])
+    rows = fol.lengths_table(cells, 1e-3, 1000, base)[1:]
+    assert [r.split()[:3] for r in rows] == [["1000", "steps", "relu2"], ["1000", "steps", "swiglu"],
+                                             ["4000", "steps", "swiglu"]]

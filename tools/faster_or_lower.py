@@ -83,8 +83,8 @@ def read(folders):
 
 
 def variants(cells, base):
-    """Every variant trained in any cell, the baseline first."""
-    return list(dict.fromkeys([base] + [n for c in cells.values() for n, _ in c]))
+    """Every variant trained in any cell, the baseline first, then by name."""
+    return [base] + sorted({n for c in cells.values() for n, _ in c} - {base})
 
 
 def val(cell, name, what="val_loss"):
@@ -163,7 +163,7 @@ def length_cells(cells, lr, steps, base):
         r, rb = (lr, lr) if lr is not None else (best.get(name, (None,))[0],
                                                   best.get(base, (None,))[0])
         out[name] = [(s, cells[s, r], cells[s, rb]) for s in sorted({s for s, _ in cells})
-                     if (s, r) in cells and (s, rb) in cells]
+                     if (s, r) in cells and (s, rb) in cells and val(cells[s, r], name)["n"]]
     return out
 
 
