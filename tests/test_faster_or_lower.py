@@ -111,7 +111,7 @@ def test_a_variant_missing_at_one_rate_or_a_diverged_baseline_is_left_out_not_fa
 
 
 @pytest.mark.parametrize("bad", ["same run", "other corpus", "not a study", "a list",
-                                 "no such lr", "no such baseline"])
+                                 "no such lr", "no such baseline", "other study", "not JSON"])
 def test_bad_input_is_one_line_and_no_folder(tmp_path, bad):
     vals = {"gelu": {0: (2.0, [(1000, 2.0)])}, "relu2": {0: (1.9, [(1000, 1.9)])}}
     a = study(tmp_path / "a", 1000, 1e-3, vals)
@@ -120,13 +120,19 @@ def test_bad_input_is_one_line_and_no_folder(tmp_path, bad):
         res = json.loads((b / "results.json").read_text())
         res["config"]["corpus"] = "shakespeare"
         (b / "results.json").write_text(json.dumps(res))
-    if bad in ("not a study", "a list"):
-        (b / "results.json").write_text("[]" if bad == "a list" else "{}")
+    if bad == "other study":
+        res = json.loads((b / "results.json").read_text())
+        res["experiment"] = "four_variants"
+        (b / "results.json").write_text(json.dumps(res))
+    if bad in ("not a study", "a list", "not JSON"):
+        (b / "results.json").write_text({"a list": "[]", "not a study": "{}"}.get(bad, "{x"))
     argv = [str(a), str(b), "--steps", "1000", "--output-dir", str(tmp_path / "out")]
     extra = {"no such lr": ["--lr", "3e-3"], "no such baseline": ["--baseline", "swiglu"]}
     with pytest.raises(fol.cli.UsageError, match={
             "same run": "a second run of gelu seed 0", "other corpus": "its corpus differs",
             "not a study": "not a study's", "a list": "not a study's",
+            "other study": "its experiment differs",
+            "not JSON": f"{b}: cannot read its results.json",
             "no such lr": "no study at --lr 0.003",
             "no such baseline": "no variant 'swiglu'"}[bad]):
         fol.run(argv + extra.get(bad, []))

@@ -44,6 +44,7 @@ VARIED = ("steps", "seed", "seeds", "variants", "baseline", "schedule")
 def _config(res):
     """The parts of a study's config that must agree across the folders."""
     same = {k: v for k, v in res["config"].items() if k not in VARIED}
+    same["experiment"] = res.get("experiment")   # activations, four_variants, ...
     same["optimizer"] = {k: v for k, v in same["optimizer"].items() if k != "lr"}
     same["model"] = {k: v for k, v in same.get("model", {}).items() if k != "norm"}
     return same
@@ -55,7 +56,10 @@ def read(folders):
     Raises ``cli.UsageError`` for folders of different studies or a run given twice."""
     studies = []
     for folder in folders:
-        res = json.loads((Path(folder) / "results.json").read_text(encoding="utf-8"))
+        try:
+            res = json.loads((Path(folder) / "results.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise cli.UsageError(f"{folder}: cannot read its results.json: {e}") from None
         if not isinstance(res, dict) or "config" not in res:
             raise cli.UsageError(f"{folder}: its results.json is not a study's (no config)")
         studies.append((folder, res))
