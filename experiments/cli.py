@@ -27,6 +27,7 @@ import os
 import re
 import signal
 import sys
+import tempfile
 from pathlib import Path
 
 
@@ -131,14 +132,14 @@ def output_dir(path):
     says yes to root where a file system refuses (``/sys``). The folders it made are removed
     when the command ends (``errors``) if they are still empty. Raises ``UsageError`` naming
     the problem."""
-    import tempfile
     path = Path(path)
-    _made.extend(p for p in (path, *path.parents) if not p.exists())
+    missing = [p for p in (path, *path.parents) if not p.exists()]
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UsageError(f"output folder {path}: "
                          f"{'is a file' if path.is_file() else e.strerror}") from None
+    _made.extend(missing)
     try:
         tempfile.TemporaryFile(dir=path).close()
     except OSError as e:
