@@ -72,7 +72,8 @@ def to_dot(tensor: Tensor, names=None, max_nodes: int = MAX_NODES) -> str:
                          f"max_nodes=None")
     label = {id(t): n for n, t in (names or {}).items()}
     key = {id(t): f"n{k}" for k, t in enumerate(order)}
-    lines = ["digraph {", "  rankdir=LR;", '  node [fontname="Helvetica", fontsize=10];']
+    lines = ["digraph {", "  rankdir=LR;", '  node [fontname="Helvetica", fontsize=10];',
+             '  edge [fontname="Helvetica", fontsize=9];']
     for t in order:
         shape = str(t.shape) if t.shape else "scalar"
         if t._ctx is None:      # a leaf
