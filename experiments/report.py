@@ -49,7 +49,7 @@ class Report:
         self.run_id, self.files, self.earlier = run_id, [], []
         self.baseline = study.variants[0].name
         self.uniform_baseline = math.log(data.tokenizer.vocab_size)
-        self.summaries = {v.name: self.summary(v) for v in study.variants}
+        self.summaries = {v.name: self.summary(v) for v in study.variants if self.runs_of(v.name)}
 
     def runs_of(self, name):
         return [e for e in self.runs if e["name"] == name]
@@ -254,8 +254,9 @@ class Report:
         lines += [f"- {self.earlier_line()}."] if self.earlier else []
         return "\n".join(lines) + "\n"
 
-    def results_json(self):
-        """results.json (strict JSON: no NaN): the configuration, the summaries, every run."""
+    def config(self):
+        """results.json's ``config``: the options, the schedule, the model, the corpus and how
+        the final losses are measured."""
         a, d, study = self.args, self.data, self.study
         varied = {k for v in study.variants for k in v.config}
         first = options.model_config(a, d, **study.variants[0].config).to_dict()
@@ -263,39 +264,46 @@ class Report:
         for split, ids in (("train", d.train), ("val", d.val)):
             w = eval_windows(ids, a.block_size, a.eval_tokens)
             tokens[split] = (int(w[0].shape[0]), int(w[2].sum()))
+        return {
+            "steps": a.steps, "seed": self.seeds[0], "seeds": self.seeds,
+            "batch_size": a.batch_size, "eval_every": a.eval_every, "preset": a.preset,
+            "init": a.init, "optimizer": {
+                "name": "AdamW", "lr": a.lr, "betas": [0.9, a.beta2], "eps": 1e-8,
+                "weight_decay": a.weight_decay, "decay_on": a.decay_on},
+            "schedule": {"warmup_iters": a.warmup_iters,
+                         "lr_decay_iters": a.lr_decay_iters or a.steps,
+                         "min_lr": a.lr if a.min_lr is None else a.min_lr},
+            "clip_grad_norm": a.grad_clip or None,
+            "model": {k: v for k, v in first.items() if k not in varied},
+            "baseline": self.baseline, "variants": [v.name for v in study.variants],
+            "corpus": {
+                "path": None if a.corpus is None else d.label,
+                "name": "built-in: Jane Austen, Pride and Prejudice (1813), opening of "
+                        "chapter 1, Project Gutenberg eBook #1342" if a.corpus is None
+                        else a.corpus if isinstance(a.corpus, str) else Path(a.corpus).name,
+                "sha256": hashlib.sha256(d.text.encode("utf-8")).hexdigest(),
+                "characters": len(d.text), "vocab_size": d.tokenizer.vocab_size,
+                "train_fraction": options.TRAIN_FRACTION,
+                "train_tokens": len(d.train), "val_tokens": len(d.val)},
+            "evaluation": {
+                "eval_tokens": a.eval_tokens, "train_windows": tokens["train"][0],
+                "val_windows": tokens["val"][0], "train_loss_tokens": tokens["train"][1],
+                "val_loss_tokens": tokens["val"][1], "val_curve_tokens": tokens["val"][1],
+                "about": "train_loss/val_loss: mean cross-entropy (nats/token) over the "
+                         "*_loss_tokens target positions, fixed windows; *_one_batch: the "
+                         "chapter's one random batch after training; per variant: mean and "
+                         "sample sd over the seeds that trained, and the paired difference "
+                         "from the baseline with a 95% Student-t interval"}}
+
+    def results_json(self, incomplete=False):
+        """results.json (strict JSON: no NaN): the configuration, the summaries, every run;
+        status "incomplete" (``incomplete``) while a sweep has runs to go."""
+        a = self.args
         doc = {
-            "experiment": study.name, "run_id": self.run_id, "files": list(self.files),
-            "status": "diverged" if self.any_diverged else "ok",
-            "config": {
-                "steps": a.steps, "seed": self.seeds[0], "seeds": self.seeds,
-                "batch_size": a.batch_size, "eval_every": a.eval_every, "preset": a.preset,
-                "init": a.init, "optimizer": {
-                    "name": "AdamW", "lr": a.lr, "betas": [0.9, a.beta2], "eps": 1e-8,
-                    "weight_decay": a.weight_decay, "decay_on": a.decay_on},
-                "schedule": {"warmup_iters": a.warmup_iters,
-                             "lr_decay_iters": a.lr_decay_iters or a.steps,
-                             "min_lr": a.lr if a.min_lr is None else a.min_lr},
-                "clip_grad_norm": a.grad_clip or None,
-                "model": {k: v for k, v in first.items() if k not in varied},
-                "baseline": self.baseline, "variants": [v.name for v in study.variants],
-                "corpus": {
-                    "path": None if a.corpus is None else d.label,
-                    "name": "built-in: Jane Austen, Pride and Prejudice (1813), opening of "
-                            "chapter 1, Project Gutenberg eBook #1342" if a.corpus is None
-                            else a.corpus if isinstance(a.corpus, str) else Path(a.corpus).name,
-                    "sha256": hashlib.sha256(d.text.encode("utf-8")).hexdigest(),
-                    "characters": len(d.text), "vocab_size": d.tokenizer.vocab_size,
-                    "train_fraction": options.TRAIN_FRACTION,
-                    "train_tokens": len(d.train), "val_tokens": len(d.val)},
-                "evaluation": {
-                    "eval_tokens": a.eval_tokens, "train_windows": tokens["train"][0],
-                    "val_windows": tokens["val"][0], "train_loss_tokens": tokens["train"][1],
-                    "val_loss_tokens": tokens["val"][1], "val_curve_tokens": tokens["val"][1],
-                    "about": "train_loss/val_loss: mean cross-entropy (nats/token) over the "
-                             "*_loss_tokens target positions, fixed windows; *_one_batch: the "
-                             "chapter's one random batch after training; per variant: mean and "
-                             "sample sd over the seeds that trained, and the paired difference "
-                             "from the baseline with a 95% Student-t interval"}},
+            "experiment": self.study.name, "run_id": self.run_id, "files": list(self.files),
+            "status": "incomplete" if incomplete else
+                      "diverged" if self.any_diverged else "ok",
+            "config": self.config(),
             "backward": [{"exercise": s.name, "file": s.path, "check": s.status,
                           "called_by": self.called()[s.name]} for s in a.backward or ()] or None,
             "uniform_baseline": self.uniform_baseline,

@@ -13,11 +13,14 @@ numbers are the same.
 
 Writes into ``--output-dir``: ``run_log.txt``, ``curves.csv``, the figures (with matplotlib),
 ``<variant>.npz`` with ``--save-checkpoints``, the study's own files, and last ``results.json``,
-which names them. Each file is complete or absent; nothing else in the folder is touched.
+which names them. Each file is complete or absent; nothing else in the folder is touched. While
+runs remain, ``results.json`` holds those that finished, status "incomplete": a sweep stopped
+or interrupted keeps them, and the same command continues it (``finished_runs``).
 Exit status: 0; 1 a run diverged (it stops there, the others go on, everything is written);
 2 bad input; 130 Ctrl-C.
 """
 import datetime
+import json
 import math
 import secrets
 import sys
@@ -205,6 +208,27 @@ def train_one(run):
     return entry
 
 
+def finished_runs(out, rep):
+    """The runs a stopped sweep left in ``out/results.json`` (status "incomplete") and its run
+    id, when this command is the same sweep (the same study and config): ``({(variant, seed):
+    entry}, run_id)``; else ``({}, rep.run_id)``. Raises ``cli.UsageError`` when the folder
+    holds a stopped sweep of other options, so that its hours are not written over."""
+    try:
+        old = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}, rep.run_id
+    if not isinstance(old, dict) or old.get("status") != "incomplete":
+        return {}, rep.run_id
+    config = json.loads(json.dumps(rep.config()))
+    differ = sorted(k for k in set(config) | set(old.get("config", {}))
+                    if config.get(k) != old["config"].get(k))
+    if old.get("experiment") != rep.study.name or differ:
+        raise cli.UsageError(f"{out} holds a stopped sweep of other options (its "
+                             f"{', '.join(differ) or 'experiment'} differ): continue it with its "
+                             f"own command, or choose another --output-dir")
+    return {(e["name"], e["seed"]): e for e in old["runs"]}, old["run_id"]
+
+
 def run(study, argv):
     """A study command from top to bottom: options, data, runs, report, files; its status."""
     args = parse_args(study, argv)
@@ -227,37 +251,47 @@ def run(study, argv):
     out = cli.output_dir(args.output_dir)   # after every check, before any training
     now = datetime.datetime.now(datetime.timezone.utc)
     run_id = f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
-    jobs, entries = min(args.jobs, len(runs)), []
+    done, run_id = finished_runs(out, report.Report(study, args, data, seeds, [], run_id))
+    todo = [r for r in runs if (r.variant.name, r.seed) not in done]
+    jobs = min(args.jobs, len(todo)) or 1
     where = f"on the Dask cluster at {args.scheduler}" if args.scheduler else (
         "in this process" if jobs == 1 else f"{jobs} at a time")
     cli.progress(f"{study.name}: {len(runs)} run{'s' * (len(runs) > 1)} x {args.steps} steps, corpus {data.label} "
                  f"({len(data.text)} characters, vocab {data.tokenizer.vocab_size}), train/val "
                  f"{len(data.train)}/{len(data.val)} tokens, {where}, init {args.init}, "
-                 f"run {run_id}")
+                 f"run {run_id}" + (f"; continuing: {len(done)} finished runs kept from "
+                                    f"{out / 'results.json'}" if done else ""))
     cli.blas_threads(args.threads)
-    for e in (cli.in_workers(train_one, runs, jobs, args.threads, client) if client or jobs > 1
-              else map(train_one, runs)):   # one job trains here: a breakpoint() stops here
-        entries.append(e)   # its line: the variant's labels, params, the losses
+    order = [(r.variant.name, r.seed) for r in runs]
+    for e in (cli.in_workers(train_one, todo, jobs, args.threads, client) if client or jobs > 1
+              else map(train_one, todo)):   # one job trains here: a breakpoint() stops here
+        if "_state" in e:   # each checkpoint as its run finishes, so a stopped sweep keeps it
+            model = GPT(configs[e["name"]], seed=e["seed"])
+            model.load_state_dict(e.pop("_state"))
+            stem = "".join(c if c.isalnum() or c in "-." else "_" for c in e["name"])
+            e["checkpoint"] = stem + ("" if len(seeds) == 1 else f"_seed{e['seed']}") + ".npz"
+            cli.write_outputs(out, {e["checkpoint"]: lambda path, m=model: save_checkpoint(
+                m, path, tokenizer=data.tokenizer, run_id=run_id)})
+        done[e["name"], e["seed"]] = e
+        if len(done) < len(runs):   # the runs so far, marked incomplete: the command continues
+            part = report.Report(study, args, data, seeds, [done[k] for k in order if k in done],
+                                 run_id)
+            part.files = ["results.json"] + [x["checkpoint"] for x in part.runs if x["checkpoint"]]
+            cli.write_outputs(out, {"results.json": part.results_json(incomplete=True)})
         v = next(v for v in study.variants if v.name == e["name"])
         result = (f"diverged: {e['message']}" if e["status"] != "ok" else
                   f"train={report.fmt(e['train_loss'])}  val={report.fmt(e['val_loss'])}")
         cli.progress(f"  {report.labels(study, v)}  params={e['params']:>6d}  {result}"
                      + (f"  seed {e['seed']}" if len(seeds) > 1 else ""))
+    entries = [done[k] for k in order]
     rep = report.Report(study, args, data, seeds, entries, run_id)
 
     files = {}
-    for e in entries:
-        if "_state" in e:
-            model = GPT(configs[e["name"]], seed=e["seed"])
-            model.load_state_dict(e.pop("_state"))
-            stem = "".join(c if c.isalnum() or c in "-." else "_" for c in e["name"])
-            e["checkpoint"] = stem + ("" if len(seeds) == 1 else f"_seed{e['seed']}") + ".npz"
-            files[e["checkpoint"]] = lambda path, m=model: save_checkpoint(
-                m, path, tokenizer=data.tokenizer, run_id=run_id)
     plot_note = None if args.no_plots else figures.add(rep, files)
     files["curves.csv"] = rep.curves_csv()
     files.update(study.files(rep) if study.files else {})
-    rep.files = sorted([*files, "run_log.txt", "results.json"])
+    rep.files = sorted([*files, *(e["checkpoint"] for e in entries if e["checkpoint"]),
+                        "run_log.txt", "results.json"])
     rep.earlier = cli.not_written(out, rep.files)   # --no-plots: an earlier run's figures
     files["run_log.txt"] = rep.run_log()
     files["results.json"] = rep.results_json()

@@ -176,3 +176,57 @@ def test_every_option_of_a_training_command_has_help_and_a_default(module, tmp_p
     flat = " ".join(r.stdout.split())
     for opt, default in (("--batch-size B", 32), ("--block-size T", 32), ("--d-model C", 64)):
         assert f"(default: {default})" in flat[flat.rindex(opt):flat.rindex(opt) + 200], opt
+
+
+# ---------------------------------------------------------------- a stopped sweep continues
+
+def test_a_stopped_sweep_keeps_its_finished_runs_and_the_same_command_continues_it(
+        tmp_path, monkeypatch):
+    out, calls, train_one = tmp_path / "out", [], runner.train_one
+    stop = [3]   # the third run is stopped (Ctrl-C), once
+    args = ["--steps", "3", "--seeds", "2", *TINY, "--output-dir", str(out)]
+
+    def stopped_at_the_third(run):
+        calls.append((run.variant.name, run.seed))
+        if len(calls) == stop[0]:
+            stop[0] = None
+            raise KeyboardInterrupt
+        return train_one(run)
+
+    monkeypatch.setattr(runner, "train_one", stopped_at_the_third)
+    with pytest.raises(SystemExit) as ei, cli.errors(four_variants.STUDY.prog):
+        sys.exit(runner.run(four_variants.STUDY, args))
+    assert ei.value.code == 130
+    kept = json.loads((out / "results.json").read_text())
+    assert kept["status"] == "incomplete"
+    assert [(e["name"], e["seed"]) for e in kept["runs"]] == calls[:2]
+
+    calls.clear()
+    with pytest.raises(SystemExit) as ei, cli.errors(four_variants.STUDY.prog):
+        sys.exit(runner.run(four_variants.STUDY, args))   # the same command: the rest only
+    assert ei.value.code == 0 and len(calls) == 8 - 2
+    whole = json.loads((out / "results.json").read_text())
+    assert whole["status"] == "ok" and whole["run_id"] == kept["run_id"]
+
+    monkeypatch.setattr(runner, "train_one", train_one)   # one sweep, never stopped
+    with pytest.raises(SystemExit), cli.errors(four_variants.STUDY.prog):
+        sys.exit(runner.run(four_variants.STUDY, args[:-1] + [str(tmp_path / "once")]))
+    once = json.loads((tmp_path / "once" / "results.json").read_text())
+    untimed = [[{k: v for k, v in e.items() if k != "seconds"} for e in r["runs"]]
+               for r in (whole, once)]
+    assert untimed[0] == untimed[1] and whole["variants"] == once["variants"]
+    assert (out / "curves.csv").read_text() == (tmp_path / "once" / "curves.csv").read_text()
+
+
+def test_a_stopped_sweep_is_not_written_over_by_a_command_of_other_options(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    stopped = json.dumps({"experiment": "four_variants", "status": "incomplete", "run_id": "x",
+                          "config": {"steps": 5}, "runs": []})
+    (out / "results.json").write_text(stopped)
+    with pytest.raises(SystemExit) as ei, cli.errors(four_variants.STUDY.prog):
+        sys.exit(runner.run(four_variants.STUDY, ["--steps", "3", *TINY, "--output-dir",
+                                                  str(out)]))
+    assert ei.value.code == 2
+    assert "holds a stopped sweep of other options" in capsys.readouterr().err
+    assert (out / "results.json").read_text() == stopped

@@ -271,7 +271,10 @@ def test_q_at_a_breakpoint_in_a_backward_ends_as_ctrl_c_does(tmp_path):
     assert "(Pdb)" in r.stdout   # it stopped in the learner's backward, during training
     assert r.returncode == 130 and "Traceback" not in r.stderr
     assert r.stderr.splitlines()[-1] == "python -m experiments.four_variants: interrupted"
-    assert not (tmp_path / "new").exists()
+    kept = json.loads((out / "results.json").read_text())   # the runs before RMSNorm's: kept
+    assert [p.name for p in out.iterdir()] == ["results.json"]
+    assert kept["status"] == "incomplete"
+    assert kept["runs"] and all(e["norm"] == "ln" for e in kept["runs"])
 
 
 def test_a_run_keeps_the_users_files_and_replaces_its_own(tmp_path, capsys):

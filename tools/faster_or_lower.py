@@ -21,7 +21,8 @@ with its norm (``rms+swiglu``); runs of the same length and rate from several fo
 seeds, another norm) are put together. The folders must otherwise be one sweep: the same
 corpus, model and recipe, varying only the run length, the rate (its schedule), the norm, the
 seeds and which variants trained. Runs without a final val loss (diverged) are left out, and a
-comparison without a seed that trained both prints "-". Needs the project installed (``pip
+comparison without a seed that trained both prints "-". A stopped sweep's folder (status
+"incomplete") gives the runs that finished. Needs the project installed (``pip
 install -e .``, README) and matplotlib (the ``plot`` extra) for the figures; ``--no-plots``
 prints only. Bad input is one line on stderr, status 2. The folders come from sweeps of hours
 (docs/results.md gives their commands); ``--output-dir docs/img`` replaces the committed
