@@ -1,6 +1,6 @@
 """minigrad: a NumPy reverse-mode autograd engine.
 
-Read first, top to bottom: ``tensor.py`` (Tensor, ``backward``, ``Function``, ``from_pair``: the
+Read first, top to bottom: ``engine.py`` (Tensor, ``backward``, ``Function``, ``from_pair``: the
 whole of reverse mode), then ``ops.py`` (the primitive Functions with their backward formulas,
 and Tensor's operators and methods built on them). Those two files are the engine and follow
 NumPy's rules; they import nothing else of minigrad.
@@ -22,7 +22,7 @@ Public API::
     full, randn, randint, arange, ValueRuntimeError, from_pair, to_dot, draw_dot
 """
 from . import allocator  # noqa: F401  (glibc keeps freed arrays for reuse)
-from .tensor import Context, Function, Tensor, ValueRuntimeError, from_pair, is_grad_enabled
+from .engine import Context, Function, Tensor, ValueRuntimeError, from_pair, is_grad_enabled
 from .ops import unbroadcast
 from . import pytorch_compat  # noqa: F401  (PyTorch's rules and spellings, attached to Tensor)
 from .pytorch_compat.grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .tensor import Tensor
+from .engine import Tensor
 
 MAX_NODES = 200
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from .pytorch_compat.grad_mode import enable_grad, no_grad
 from .gradcheck_diagnostics import Diagnostics, Failure, GradcheckReport
-from .tensor import Tensor
+from .engine import Tensor
 
 __all__ = ["GradcheckError", "GradcheckReport", "gradcheck", "gradcheck_report",
            "numerical_jacobian", "analytical_jacobian", "compare"]

@@ -36,7 +36,7 @@ from typing import Any, List, Optional, Tuple
 
 import numpy as np
 
-from .tensor import Tensor
+from .engine import Tensor
 
 # Jacobian blocks with at most this many entries are printed in full in a failure message.
 _PRINT_JACOBIAN_MAX = 64

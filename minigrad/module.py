@@ -10,7 +10,8 @@ from typing import Dict, Iterator, Tuple
 
 import numpy as np
 
-from .tensor import Tensor
+from . import engine
+from .engine import Tensor
 
 
 class Parameter(Tensor):
@@ -177,7 +178,7 @@ class Module:
         for name, value in values.items():
             p = own[name]
             p._data[...] = value.astype(p.dtype, copy=False)
-            p._bump()
+            engine.hooks.modified(p)
 
     def extra_repr(self) -> str:
         """The module's own settings, shown inside its repr's parentheses

@@ -13,8 +13,8 @@ import numbers
 
 import numpy as np
 
-from . import tensor
-from .tensor import Function, Tensor
+from . import engine
+from .engine import Function, Tensor
 
 
 def unbroadcast(grad: np.ndarray, shape: tuple, dtype=None) -> np.ndarray:
@@ -592,9 +592,9 @@ class Where(Function):
 
 # ----------------------------------------------------------------------------- Tensor's methods
 def _operands(a, b):
-    """Both sides of a binary operator, as the engine's hook casts them (``tensor.Hooks``:
+    """Both sides of a binary operator, as the engine's hook casts them (``engine.Hooks``:
     unchanged here, PyTorch's result dtype once ``minigrad.pytorch_compat`` is imported)."""
-    return tensor.hooks.operands(a, b)
+    return engine.hooks.operands(a, b)
 
 
 # What every class body defines and a Tensor must not take over; ``__hash__`` too: a class
@@ -604,9 +604,16 @@ _CLASS_BOOKKEEPING = {"__module__", "__qualname__", "__doc__", "__dict__", "__we
 
 
 def attach_to_tensor(cls):
-    """Class decorator: copy the methods and properties that ``cls`` defines onto ``Tensor``."""
+    """Class decorator: copy the methods and properties that ``cls`` defines onto ``Tensor``.
+    It adds and never replaces, so each of Tensor's methods is defined once, where it runs.
+
+    Raises:
+        TypeError: if ``Tensor`` already has one of the names (defined in engine.py or by an
+            earlier class)."""
     for name, value in vars(cls).items():
         if name not in _CLASS_BOOKKEEPING:
+            if name in vars(Tensor):
+                raise TypeError(f"{cls.__name__}.{name}: Tensor already defines {name}")
             setattr(Tensor, name, value)
     return cls
 
@@ -614,8 +621,11 @@ def attach_to_tensor(cls):
 @attach_to_tensor
 class TensorOps:
     """The operators and methods of ``Tensor``, each a call of a Function above, copied onto
-    ``Tensor`` (``tensor.py`` knows no operation). NumPy's names and arguments;
-    ``minigrad.pytorch_compat`` adds PyTorch's spellings around them."""
+    ``Tensor`` (``engine.py`` knows no operation). The reductions (``sum``, ``mean``, ``max``,
+    ``min``) and ``transpose``, whose call forms PyTorch's users rely on (``dim=``,
+    ``max(dim)`` -> values and indices, ``transpose(dim0, dim1)``), are left to
+    ``minigrad.pytorch_compat.methods``, which calls ``Sum``, ``Mean``, ``Max``, ``Min`` and
+    ``Transpose`` above."""
 
     def __add__(self, other):
         return Add.apply(*_operands(self, other))
@@ -688,37 +698,13 @@ class TensorOps:
         """Cast to ``dtype`` (differentiable between floating dtypes)."""
         return Cast.apply(self, dtype=np.dtype(dtype))
 
-    def sum(self, axis=None, keepdims: bool = False) -> Tensor:
-        """Sum over ``axis`` (None: all; an int or a tuple; negative counts from the end), as
-        ``np.sum``."""
-        return Sum.apply(self, axis=axis, keepdims=keepdims)
-
-    def mean(self, axis=None, keepdims: bool = False) -> Tensor:
-        """Mean over ``axis``, as ``np.mean``."""
-        return Mean.apply(self, axis=axis, keepdims=keepdims)
-
-    def max(self, axis=None, keepdims: bool = False) -> Tensor:
-        """Maximum over ``axis``, as ``np.max``; the gradient is split among tied maxima."""
-        return Max.apply(self, axis=axis, keepdims=keepdims)
-
-    def min(self, axis=None, keepdims: bool = False) -> Tensor:
-        """Minimum over ``axis``, as ``np.min``; the gradient rules of ``max``."""
-        return Min.apply(self, axis=axis, keepdims=keepdims)
-
     def reshape(self, *shape) -> Tensor:
         """Reshape, as ``np.reshape``: ``reshape(2, 3)`` or ``reshape((2, 3))``."""
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         return Reshape.apply(self, shape=shape)
 
-    def transpose(self, *axes) -> Tensor:
-        """Permute the axes, as ``np.transpose``: none reverses them; a tuple or one int per axis
-        gives the permutation."""
-        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
-            axes = tuple(axes[0])
-        return Transpose.apply(self, axes=axes if axes else None)
-
     @property
     def T(self) -> Tensor:
         """All axes reversed (``np.ndarray.T``)."""
-        return self.transpose()
+        return Transpose.apply(self)

@@ -28,7 +28,8 @@ from typing import Any, Dict, List
 import numpy as np
 
 from .pytorch_compat.grad_mode import enable_grad, no_grad
-from .tensor import Tensor
+from . import engine
+from .engine import Tensor
 
 __all__ = ["Optimizer", "AdamW", "clip_grad_norm_"]
 
@@ -351,7 +352,7 @@ class AdamW(Optimizer):
                 data = p.data
                 if wd != 0.0:                   # decoupled weight decay, a Python scalar in p's dtype
                     data *= np.asarray(1.0 - lr * wd, dtype=data.dtype)
-                    p._bump()
+                    engine.hooks.modified(p)
                 m += (1.0 - beta1) * (g - m)    # torch's lerp with weight 1 - beta1 (< 0.5)
                 v *= beta2
                 v += (1.0 - beta2) * (g * g)
@@ -359,7 +360,7 @@ class AdamW(Optimizer):
                 bias_correction2 = 1.0 - beta2 ** t
                 denom = np.sqrt(v) / bias_correction2 ** 0.5 + eps
                 data -= (lr / bias_correction1) * m / denom     # torch's addcdiv_
-                p._bump()
+                engine.hooks.modified(p)
         return loss
 
 

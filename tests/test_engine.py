@@ -304,8 +304,8 @@ def test_assigning_a_new_array_does_not_bump():
 
 
 def test_the_engine_files_stand_alone_and_minigrad_has_no_import_circle():
-    # tensor.py is read alone and ops.py after it: the engine imports nothing else of minigrad
-    # (PyTorch's rules reach it through tensor.hooks); the modules of minigrad import one another
+    # engine.py is read alone and ops.py after it: the engine imports nothing else of minigrad
+    # (PyTorch's rules reach it through engine.hooks); the modules of minigrad import one another
     # in one direction only (a circle would need a late import to load).
     import ast
     import pathlib
@@ -321,9 +321,49 @@ def test_the_engine_files_stand_alone_and_minigrad_has_no_import_circle():
                                   + [p for p in [node.module] if p]).strip(".")
                 names.update([parent] if node.module else [a.name for a in node.names])
         imports[mod] = names
-    assert imports["tensor"] == set() and imports["ops"] == {"tensor"}
+    assert imports["engine"] == set() and imports["ops"] == {"engine"}
 
     def reaches(a, b, seen=()):
         return any(m == b or (m not in seen and reaches(m, b, seen + (m,)))
                    for m in imports.get(a, ()))
     assert [m for m in imports if not m.endswith("__init__") and reaches(m, m)] == []
+
+
+def test_the_wing_adds_to_tensor_and_never_replaces_or_wraps_the_engine():
+    # what a learner reads in ops.py is what runs: each method Tensor has from ops.py is ops.py's
+    # own, each primitive's forward and backward the ones written in its class
+    import ast
+    import inspect
+    import pathlib
+    from minigrad import engine, ops
+    for name, value in vars(ops.TensorOps).items():
+        if not name.startswith("__") or name in {"__add__", "__neg__", "__matmul__"}:
+            assert vars(mg.Tensor)[name] is value, name
+    functions = [c for c in vars(ops).values()
+                 if isinstance(c, type) and issubclass(c, mg.Function) and c is not mg.Function]
+    assert len(functions) > 20
+    for cls in functions:
+        for method in ("forward", "backward"):
+            f = getattr(cls, method)
+            assert inspect.getmodule(f) is ops and "<locals>" not in f.__qualname__, (cls, method)
+    with pytest.raises(TypeError, match="Tensor already defines exp"):
+        @ops.attach_to_tensor
+        class Again:
+            def exp(self):
+                return None
+
+    # nothing outside the wing calls a private name that only the wing defines
+    pkg = pathlib.Path(mg.__file__).parent
+    tensor_class = next(n for n in ast.parse((pkg / "engine.py").read_text()).body
+                        if isinstance(n, ast.ClassDef) and n.name == "Tensor")
+    core = {n.name for n in tensor_class.body if isinstance(n, ast.FunctionDef)} | \
+        set(vars(ops.TensorOps))
+    wing_private = [n for n in vars(mg.Tensor)
+                    if n.startswith("_") and not n.startswith("__") and n not in core]
+    assert "_bump" in wing_private and "_vc" in wing_private
+    root = pkg.parent
+    for path in [*pkg.glob("*.py"), *(root / "layers").glob("*.py"), *(root / "gpt").glob("*.py"),
+                 *(root / "experiments").rglob("*.py")]:
+        text = path.read_text()
+        assert not [n for n in wing_private if f".{n}" in text], path
+    assert engine.Hooks.modified and engine.Hooks.forward_error   # the declared seams

@@ -1,10 +1,10 @@
 """The PyTorch wing of minigrad: what a user coming from PyTorch types, beside the engine.
 
-``minigrad/tensor.py`` and ``minigrad/ops.py`` are the engine (reverse mode and the primitive
+``minigrad/engine.py`` and ``minigrad/ops.py`` are the engine (reverse mode and the primitive
 ops, NumPy's rules). Importing ``minigrad`` imports this package, which gives ``Tensor``
 PyTorch's behaviour:
 
-* ``rules.py``: fills the engine's hooks (``tensor.Hooks``): Python floats as float32,
+* ``rules.py``: fills the engine's hooks (``engine.Hooks``): Python floats as float32,
   PyTorch's result dtypes, PyTorch's indexing, ``ValueRuntimeError`` for NumPy's ValueError,
   the version counters that catch an array saved for backward and modified in place;
 * ``methods.py``: Tensor's methods in PyTorch's spellings (``dim=``, ``view``, ``permute``,

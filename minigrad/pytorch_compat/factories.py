@@ -14,7 +14,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..tensor import Tensor, ValueRuntimeError
+from ..engine import Tensor, ValueRuntimeError
 
 __all__ = ["tensor", "zeros", "ones", "full", "zeros_like", "ones_like", "randn", "randint",
            "arange"]

@@ -12,7 +12,7 @@ PyTorch accepts:
   in a per-thread stack, so one thread (or one decorator instance shared by two threads) never
   changes another thread's mode.
 
-The mode itself is the engine's (``minigrad.tensor.is_grad_enabled``, read by
+The mode itself is the engine's (``minigrad.engine.is_grad_enabled``, read by
 ``Function.apply``). ``inference_mode`` is offered as ``no_grad`` under PyTorch's name (without
 PyTorch's "inference tensor" restrictions; see docs/pytorch.md).
 """
@@ -23,7 +23,7 @@ import inspect
 import sys
 import threading
 
-from ..tensor import _grad_mode, is_grad_enabled
+from ..engine import _grad_mode, is_grad_enabled
 
 
 def _set(mode: bool) -> None:

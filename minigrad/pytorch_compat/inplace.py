@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..ops import attach_to_tensor
-from ..tensor import Tensor, ValueRuntimeError, is_grad_enabled
+from ..engine import Tensor, ValueRuntimeError, is_grad_enabled
 from .methods import index_arrays, plain, where
 from .rules import torch_index
 

@@ -1,13 +1,15 @@
 """Tensor's methods in PyTorch's spellings, and those NumPy's array API has beside the engine's.
 
-The engine's methods (``minigrad/ops.py``: ``sum(axis, keepdims)``, ``reshape``, ``transpose``,
-the operators, ...) take NumPy's names and arguments; here they also take PyTorch's
-(``dim=``/``keepdim=``, ``transpose(dim0, dim1)``, ``max(dim=)`` -> (values, indices)), and
-``Tensor`` gets the rest of PyTorch's names (``view``, ``permute``, ``unsqueeze``, ``squeeze``,
-``flatten``, ``t``, ``numel``, ``item``, ``clamp``, ``amax``, ``argmax``, ``var``, ``std``, ...),
-comparisons, conversions, NumPy interoperation and PyTorch's indexing. A method that takes
-PyTorch's spelling calls the engine's method, so a ``breakpoint()`` there still stops.
-Deliberate differences from PyTorch: docs/pytorch.md.
+The engine's methods (``minigrad/ops.py``: ``reshape``, the operators, ``exp``, ...) take
+NumPy's names and arguments. The reductions ``sum``, ``mean``, ``max``, ``min`` and
+``transpose`` are defined here, once, in both call forms (``axis=``/``keepdims=`` and
+``dim=``/``keepdim=``, ``transpose(dim0, dim1)``, ``max(dim=)`` -> (values, indices)), each
+calling the engine's Function (``ops.Sum``, ...); and ``Tensor`` gets the rest of PyTorch's
+names (``view``, ``permute``, ``unsqueeze``, ``squeeze``, ``flatten``, ``t``, ``numel``,
+``item``, ``clamp``, ``amax``, ``argmax``, ``var``, ``std``, ...), comparisons, conversions,
+NumPy interoperation and PyTorch's indexing. Nothing here replaces or wraps a method of the
+engine (``ops.attach_to_tensor`` refuses a name Tensor has). Deliberate differences from
+PyTorch: docs/pytorch.md.
 """
 from __future__ import annotations
 
@@ -20,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from .. import ops
-from ..ops import TensorOps, attach_to_tensor
-from ..tensor import Tensor, ValueRuntimeError
+from ..ops import attach_to_tensor
+from ..engine import Tensor, ValueRuntimeError
 from .rules import AxisError, operand, promote, same_dtype, torch_index
 
 
@@ -286,11 +288,13 @@ class TensorMethods:
     # NumPy's keywords (axis, keepdims) and PyTorch's (dim, keepdim) are both accepted.
     def sum(self, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> "Tensor":
         """Sum over ``axis``/``dim`` (None, int or tuple; negative allowed), as ``np.sum``."""
-        return TensorOps.sum(self, *axis_keep("sum", axis, keepdims, dim, keepdim, self.ndim))
+        axis, keepdims = axis_keep("sum", axis, keepdims, dim, keepdim, self.ndim)
+        return ops.Sum.apply(self, axis=axis, keepdims=keepdims)
 
     def mean(self, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> "Tensor":
         """Mean over ``axis``/``dim`` (None, int or tuple; negative allowed), as ``np.mean``."""
-        return TensorOps.mean(self, *axis_keep("mean", axis, keepdims, dim, keepdim, self.ndim))
+        axis, keepdims = axis_keep("mean", axis, keepdims, dim, keepdim, self.ndim)
+        return ops.Mean.apply(self, axis=axis, keepdims=keepdims)
 
     def var(self, axis=None, keepdims: bool = False, *, dim=None, keepdim=None,
             correction=1) -> "Tensor":
@@ -353,8 +357,8 @@ class TensorMethods:
             idx = np.expand_dims(arg(self._data, axis=d), d)
             values = TakeAlongAxis.apply(self, idx=idx, axis=d, keepdim=keep)
             return MINMAX[name](values, Tensor(idx if keep else np.squeeze(idx, axis=d)))
-        core = TensorOps.max if name == "max" else TensorOps.min
-        return core(self, *axis_keep(name, axis, keepdims, None, keepdim, self.ndim))
+        axis, keepdims = axis_keep(name, axis, keepdims, None, keepdim, self.ndim)
+        return (ops.Max if name == "max" else ops.Min).apply(self, axis=axis, keepdims=keepdims)
 
     def amax(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> "Tensor":
         """Maximum over ``dim`` (None: all, int or tuple) (``torch.amax``): the gradient is split
@@ -486,7 +490,9 @@ class TensorMethods:
         """
         if len(axes) == 2 and all(isinstance(a, (int, np.integer)) for a in axes):
             return self.swapaxes(int(axes[0]), int(axes[1]))
-        return TensorOps.transpose(self, *axes)
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = tuple(axes[0])
+        return ops.Transpose.apply(self, axes=axes if axes else None)
 
     def swapaxes(self, axis1: int, axis2: int) -> "Tensor":
         """Swap two axes, as ``np.swapaxes``.

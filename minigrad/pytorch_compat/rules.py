@@ -1,4 +1,4 @@
-"""PyTorch's rules inside the engine: the hooks of ``minigrad/tensor.py``, filled.
+"""PyTorch's rules inside the engine: the hooks of ``minigrad/engine.py``, filled.
 
 * **Python floats are float32** (PyTorch's default dtype): ``Tensor(1.5)``, ``Tensor([1.0])``;
   NumPy arrays and scalars keep their dtype.
@@ -18,7 +18,6 @@
 """
 from __future__ import annotations
 
-import functools
 import numbers
 
 import numpy as np
@@ -28,8 +27,8 @@ try:  # numpy >= 1.25
 except ImportError:  # numpy 1.23, 1.24: only the top-level name (removed from it in numpy 2.0)
     from numpy import AxisError
 
-from .. import ops, tensor
-from ..tensor import Tensor, ValueRuntimeError
+from .. import engine, ops
+from ..engine import Tensor, ValueRuntimeError
 
 _CATEGORY = {"b": 0, "i": 1, "u": 1, "f": 2}     # bool < integer < floating (PyTorch's categories)
 
@@ -77,8 +76,8 @@ def shares_memory(a: np.ndarray, b: np.ndarray) -> bool:
     return bool(a.size and b.size and np.may_share_memory(a, b))
 
 
-class PyTorchRules(tensor.Hooks):
-    """The engine's hooks (``minigrad.tensor.Hooks``) with PyTorch's rules."""
+class PyTorchRules(engine.Hooks):
+    """The engine's hooks (``minigrad.engine.Hooks``) with PyTorch's rules."""
 
     def array(self, data, dtype):
         arr = np.asarray(data, dtype=dtype)
@@ -128,33 +127,24 @@ class PyTorchRules(tensor.Hooks):
                     f"in-place operation: it is at version {vc.value}, expected version "
                     f"{version}. Do the in-place update after backward, or compute out of place.")
 
+    def modified(self, t):
+        """An in-place change of ``t``'s data (an optimizer step, ``load_state_dict``) bumps its
+        version counter."""
+        t._bump()
+
+    def forward_error(self, error):
+        """NumPy's ValueError for shapes it refuses as ``ValueRuntimeError`` (PyTorch raises
+        RuntimeError); an ``AxisError`` stays itself (also an IndexError, as PyTorch's
+        "Dimension out of range")."""
+        return error if isinstance(error, (AxisError, ValueRuntimeError)) else \
+            ValueRuntimeError(str(error))
+
     def data_set(self, t, old, new):
         """``t.data -= lr * g`` (an in-place update of the same array) bumps the version
         counter, so a backward that saved the old values raises; assigning a new array does not
         (the saved array is untouched), as in PyTorch."""
         if new is old or (new.size and old.size and np.may_share_memory(new, old)):
             t._bump()
-
-
-def runtime_errors(forward):
-    """``forward``, with NumPy's ValueError (AxisError aside) raised as ``ValueRuntimeError``."""
-    @functools.wraps(forward)
-    def checked(ctx, *args, **kwargs):
-        try:
-            return forward(ctx, *args, **kwargs)
-        except AxisError:           # an IndexError too, as PyTorch's "Dimension out of range"
-            raise
-        except ValueError as e:
-            raise ValueRuntimeError(str(e)) from None
-    return checked
-
-
-# The Functions whose NumPy call may refuse its input's shapes (or, Pow, an integer to a
-# negative integer power; Sum, Mean, Max, Min, a repeated axis).
-for _fn in (ops.Add, ops.Sub, ops.Mul, ops.Div, ops.Pow, ops.Maximum, ops.MatMul, ops.Reshape,
-            ops.Transpose, ops.BroadcastTo, ops.Concatenate, ops.Stack, ops.Where, ops.Sum,
-            ops.Mean, ops.Max, ops.Min):
-    _fn.forward = staticmethod(runtime_errors(_fn.forward))
 
 
 def promote(a, b):
@@ -246,4 +236,4 @@ def torch_index(index) -> tuple:
     return tuple(first) + (() if Ellipsis in first else (Ellipsis,)), tuple(then)
 
 
-tensor.hooks = PyTorchRules()
+engine.hooks = PyTorchRules()

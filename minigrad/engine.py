@@ -362,7 +362,10 @@ class Function:
         arrays = [a._data if isinstance(a, Tensor) else a for a in args]
         needs = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
         ctx = Context(cls, needs)
-        out = cls.forward(ctx, *arrays, **kwargs)
+        try:
+            out = cls.forward(ctx, *arrays, **kwargs)
+        except ValueError as e:     # NumPy refused the shapes: the error as the hook says
+            raise hooks.forward_error(e) from None
         if not isinstance(out, (np.ndarray, np.generic, int, float, bool)):
             raise TypeError(f"{cls.__name__}.forward must return an np.ndarray, got "
                             f"{type(out).__name__}")
@@ -466,7 +469,7 @@ def _arrays(cache) -> tuple:
 class Hooks:
     """Where PyTorch's rules act inside the engine. Each method does nothing here (NumPy's
     behaviour); ``minigrad.pytorch_compat.rules`` subclasses it and installs itself as
-    ``tensor.hooks`` when ``minigrad`` is imported."""
+    ``engine.hooks`` when ``minigrad`` is imported."""
 
     def array(self, data, dtype):               # Tensor(data): the array it holds
         return np.asarray(data, dtype=dtype)
@@ -485,6 +488,12 @@ class Hooks:
 
     def data_set(self, tensor, old, new):       # t.data = new
         pass
+
+    def modified(self, tensor):                 # tensor's data was changed in place (an
+        pass                                    # optimizer step, load_state_dict)
+
+    def forward_error(self, error):             # a Function's forward raised this ValueError:
+        return error                            # the exception to raise instead
 
 
 hooks = Hooks()
