@@ -181,9 +181,10 @@ class GPT(Module):
                                   for i in range(config.n_layers)])
         self.ln_f = _norm(config, dt, backward)
         lin, ce = backward.get("linear"), backward.get("cross_entropy")
-        self.tied_linear = LinearFunction if lin is None else from_pair(linear_forward, lin)
-        self.loss_function = (CrossEntropyFunction if ce is None
-                              else from_pair(cross_entropy_forward, ce))
+        self.tied_linear = LinearFunction if lin is None else from_pair(
+            linear_forward, lin, wrt=LinearFunction.wrt)
+        self.loss_function = CrossEntropyFunction if ce is None else from_pair(
+            cross_entropy_forward, ce, wrt=CrossEntropyFunction.wrt)
         self._positions = np.arange(config.block_size, dtype=np.int64)   # (block_size,)
         if init == "gpt2":
             rng = np.random.default_rng(int(seed))

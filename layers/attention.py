@@ -114,8 +114,8 @@ def attention_mask_backward(dout, cache):
 
 
 AttentionFunction = from_pair(attention_forward, attention_backward, "AttentionFunction")
-MaskedAttentionFunction = from_pair(attention_forward, attention_mask_backward,
-                                    "MaskedAttentionFunction")   # a mask with a gradient
+MaskedAttentionFunction = from_pair(attention_forward, attention_mask_backward,   # a mask with
+                                    "MaskedAttentionFunction", wrt=("q", "k", "v", "attn_mask"))
 
 
 def _heads(a, n_heads, parts):

@@ -87,4 +87,4 @@ def cross_entropy_backward(dloss, cache):
 
 
 CrossEntropyFunction = from_pair(cross_entropy_forward, cross_entropy_backward,
-                                 "CrossEntropyFunction")   # targets: a constant
+                                 "CrossEntropyFunction", wrt=("logits",))   # targets: a constant

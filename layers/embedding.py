@@ -65,5 +65,5 @@ def embedding_backward(dout, cache):
     return dweight
 
 
-EmbeddingFunction = from_pair(embedding_forward, embedding_backward,
-                              "EmbeddingFunction")   # apply(weight, idx); idx: a constant
+EmbeddingFunction = from_pair(embedding_forward, embedding_backward, "EmbeddingFunction",
+                              wrt=("weight",))   # apply(weight, idx); idx: a constant

@@ -68,7 +68,7 @@ def gelu_backward(dout: np.ndarray, cache):
     return dout * (0.5 * (term1 + term2))
 
 
-GELUFunction = from_pair(gelu_forward, gelu_backward, "GELUFunction", elementwise=True)
+GELUFunction = from_pair(gelu_forward, gelu_backward, "GELUFunction")
 
 
 def gelu_erf_forward(x: np.ndarray):
@@ -86,5 +86,4 @@ def gelu_erf_backward(dout: np.ndarray, cache):
                    + x * pdf)                       # term 2: x phi(x)
 
 
-GELUErfFunction = from_pair(gelu_erf_forward, gelu_erf_backward, "GELUErfFunction",
-                            elementwise=True)
+GELUErfFunction = from_pair(gelu_erf_forward, gelu_erf_backward, "GELUErfFunction")

@@ -59,4 +59,5 @@ def linear_backward(dout, cache):
     return dx, dW, db
 
 
-LinearFunction = from_pair(linear_forward, linear_backward, "LinearFunction")  # bias optional
+LinearFunction = from_pair(linear_forward, linear_backward, "LinearFunction",
+                           wrt=("x", "weight", "bias"))   # bias optional: None without one

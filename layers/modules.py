@@ -40,10 +40,9 @@ __all__ = ["Identity", "LayerNorm", "RMSNorm", "Linear", "Embedding", "SwiGLU", 
 
 
 def _function(function, forward, backward):
-    """The layer's ``function``, or ``from_pair(forward, backward)`` applied the same way
-    (``elementwise``) when a ``backward`` is given in place of the layer's own."""
-    return function if backward is None else from_pair(forward, backward,
-                                                       elementwise=function.elementwise)
+    """The layer's ``function``, or ``from_pair(forward, backward)`` with the same gradients
+    (``wrt``) when a ``backward`` is given in place of the layer's own."""
+    return function if backward is None else from_pair(forward, backward, wrt=function.wrt)
 
 
 def _normalize(function, x, k, params, eps):
@@ -416,7 +415,8 @@ class CausalSelfAttention(Module):
         else:  # attn in place of the attention_backward that multi_head_attention_backward calls
             self.function = from_pair(
                 multi_head_attention_forward,
-                lambda dy, cache: multi_head_attention_backward(dy, cache, attn), attn.__name__)
+                lambda dy, cache: multi_head_attention_backward(dy, cache, attn), attn.__name__,
+                wrt=MultiHeadAttentionFunction.wrt)
 
     def forward(self, x: Tensor) -> Tensor:
         B, T, C = x.shape

@@ -42,4 +42,4 @@ def relu2_backward(dout: np.ndarray, cache):
     return dout * (2 * r)
 
 
-ReLU2Function = from_pair(relu2_forward, relu2_backward, "ReLU2Function", elementwise=True)
+ReLU2Function = from_pair(relu2_forward, relu2_backward, "ReLU2Function")

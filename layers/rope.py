@@ -62,7 +62,7 @@ def rope_backward(dout, cache):
             - rotate_half(dout * sin))        # term 2: rotate_half^T = -rotate_half
 
 
-RoPEFunction = from_pair(rope_forward, rope_backward, "RoPEFunction")   # cos, sin: constants
+RoPEFunction = from_pair(rope_forward, rope_backward, "RoPEFunction", wrt=("x",))  # cos, sin: constants
 
 
 def build_rope_cache(seq_len, head_dim, base=10000, dtype=np.float32):

@@ -59,4 +59,4 @@ def silu_backward(dout: np.ndarray, cache):
     return dout * dsilu(x, s)
 
 
-SiLUFunction = from_pair(silu_forward, silu_backward, "SiLUFunction", elementwise=True)
+SiLUFunction = from_pair(silu_forward, silu_backward, "SiLUFunction")

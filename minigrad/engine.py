@@ -25,6 +25,7 @@ few ``hooks`` below when ``minigrad`` is imported; here each hook does nothing.
 """
 from __future__ import annotations
 
+import inspect
 import threading
 from typing import Any, Optional, Tuple
 
@@ -378,7 +379,8 @@ class Function:
         return result
 
 
-def from_pair(forward, backward, name: Optional[str] = None, elementwise: bool = False) -> type:
+def from_pair(forward, backward, name: Optional[str] = None,
+              wrt: Optional[Tuple[str, ...]] = None) -> type:
     """A ``Function`` made of a NumPy pair, the way llm.c pairs ``layernorm_forward`` and
     ``layernorm_backward`` in ``doc/layernorm/layernorm.py``::
 
@@ -390,73 +392,73 @@ def from_pair(forward, backward, name: Optional[str] = None, elementwise: bool =
     * ``forward(*arrays, **kwargs) -> (out, cache)``: ``apply``'s positional arguments arrive as
       arrays (Tensors unwrapped), its keyword arguments unchanged; ``out`` is the output array,
       ``cache`` a tuple (or one array) of whatever backward reads.
-    * ``backward(dout, cache) -> grads``: one gradient per positional input of ``apply`` (a bare
-      array when there is one), each of its input's shape and dtype, or None. Fewer are padded
-      with None and extra trailing ones dropped, so a backward may leave out the slots of
-      constants (embedding's idx, RoPE's cos and sin) or return None for linear's absent bias;
-      the engine discards gradients of inputs that do not require grad.
+    * ``backward(dout, cache) -> grads``: exactly one gradient per name of ``wrt``, in that
+      order (a bare array when there is one), each of its input's shape and dtype. None only
+      for an input that needs no gradient (linear's absent bias). Inputs not in ``wrt`` are
+      constants (embedding's idx, RoPE's cos and sin) and get none.
 
-    The ndarrays of the cache (its items, or the cache itself when it is one array) are saved
-    with ``save_for_backward``, so the engine's version guard raises when one of them shares
-    memory with a Tensor that is modified in place before backward.
-
-    ``elementwise=True`` (GELU, ReLU², SiLU: one input, each output entry a function of the same
-    entry of x) runs the pair on blocks of x's first axis of about ``BLOCK`` entries each and
-    writes each block's result into its place, the same numbers: NumPy makes one pass over
-    memory per operation, and over an array larger than the CPU's cache each pass reads from
-    memory, while a block's temporaries stay in the cache (docs/performance.md). A
-    ``breakpoint()`` in such a backward stops once per block and sees a block of x's rows.
+    Called once per node, on whole arrays. The ndarrays of the cache (its items, or the cache
+    itself when it is one array) are saved with ``save_for_backward``, so the engine's version
+    guard raises when one of them shares memory with a Tensor that is modified in place before
+    backward.
 
     Args:
         forward, backward: the pair.
         name (str | None): the class's name (``grad_fn``, the engine's error messages);
             default ``backward.__name__``.
-        elementwise (bool): run the pair in blocks of the first axis, as above.
+        wrt (tuple[str, ...] | None): the names of ``forward``'s parameters that get a
+            gradient, in the order backward returns them; default: its parameters without a
+            default value.
 
     Returns:
         type: a ``Function`` subclass; ``apply(*inputs, **kwargs)`` records one node. Its
-        attribute ``elementwise`` is the flag, so another backward can be paired the same way.
+        attribute ``wrt`` is the tuple, so another backward can be paired the same way.
+
+    Raises:
+        ValueError: a name in ``wrt`` that is not a parameter of ``forward``.
+        RuntimeError (at backward): a backward that returns another count of gradients, or
+        None for an input that requires grad, naming the pair, what it returned and what was
+        expected.
     """
+    params = [p for p in inspect.signature(forward).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names = [p.name for p in params]
+    wrt = tuple(p.name for p in params if p.default is p.empty) if wrt is None else tuple(wrt)
+    if set(wrt) - set(names):
+        raise ValueError(f"from_pair: wrt names {sorted(set(wrt) - set(names))}, not "
+                         f"parameters of {forward.__name__}{tuple(names)}")
+    slots = [names.index(n) for n in wrt]       # the positional input each gradient goes to
+    expected = ", ".join("d" + n for n in wrt)
+
     def fwd(ctx, *arrays, **kwargs):
-        if elementwise and arrays[0].size > BLOCK and arrays[0].ndim:
-            (x,) = arrays
-            out, caches, step = np.empty_like(x), [], max(1, BLOCK // x[0].size)
-            for i in range(0, len(x), step):
-                out[i:i + step], cache = forward(x[i:i + step], **kwargs)
-                caches.append((slice(i, i + step), cache))
-            ctx.save_for_backward(*(a for _, c in caches for a in _arrays(c)))
-            ctx.cache, ctx.blocks = [c for _, c in caches], [s for s, _ in caches]
-            return out
         out, cache = forward(*arrays, **kwargs)
         ctx.save_for_backward(*_arrays(cache))      # for the version guard
-        ctx.cache, ctx.blocks = cache, None
+        ctx.cache = cache
         return out
 
     def bwd(ctx, dout):
-        if ctx.blocks is not None:
-            dx = np.empty_like(dout)
-            for block, cache in zip(ctx.blocks, ctx.cache):
-                g = backward(dout[block], cache)
-                g = g[0] if isinstance(g, tuple) else g
-                if not isinstance(g, np.ndarray) or (g.shape, g.dtype) != (dx[block].shape, dx.dtype):
-                    raise RuntimeError(
-                        f"{ctx.fn_cls.__name__}.backward returned {getattr(g, 'shape', g)!r} "
-                        f"{getattr(g, 'dtype', '')} for a block of shape {dx[block].shape}: the "
-                        f"engine runs this elementwise pair on blocks of x's first axis; expected "
-                        f"an array of the block's shape and dtype {dx.dtype}")
-                dx[block] = g
-            return (dx,) + (None,) * (len(ctx.needs_input_grad) - 1)
         grads = backward(dout, ctx.cache)
-        n = len(ctx.needs_input_grad)
-        return ((grads if isinstance(grads, tuple) else (grads,)) + (None,) * n)[:n]
+        grads = tuple(grads) if isinstance(grads, (tuple, list)) else (grads,)
+        pair = f"{ctx.fn_cls.__name__} ({backward.__name__})"
+        if len(grads) != len(wrt):
+            got = ", ".join(f"an array {g.shape}" if isinstance(g, np.ndarray) else
+                            type(g).__name__ for g in grads)
+            raise RuntimeError(f"{pair} returned {len(grads)} gradient(s) ({got}); expected "
+                               f"{len(wrt)}: {expected}")
+        out = [None] * len(ctx.needs_input_grad)
+        for n, slot, g in zip(wrt, slots, grads):
+            needed = slot < len(out) and ctx.needs_input_grad[slot]
+            if g is None and needed:
+                raise RuntimeError(f"{pair} returned None for d{n}; expected its gradient "
+                                   f"(the order: {expected})")
+            if slot < len(out):
+                out[slot] = g
+        return tuple(out)
 
     return type(name or backward.__name__, (Function,),
-                {"forward": staticmethod(fwd), "backward": staticmethod(bwd),
-                 "elementwise": elementwise, "__module__": forward.__module__,
+                {"forward": staticmethod(fwd), "backward": staticmethod(bwd), "wrt": wrt,
+                 "__module__": forward.__module__,
                  "__doc__": f"One node: ``{forward.__name__}`` / ``{backward.__name__}``."})
-
-
-BLOCK = 32768       # entries of a block of an elementwise pair: 128 KiB of float32
 
 
 def _arrays(cache) -> tuple:

@@ -210,24 +210,73 @@ def scaled_product_backward(dout, cache):
     shape, idx, xi, w, k = cache
     dx = np.zeros(shape)
     np.add.at(dx, idx, k * dout * w)                 # scatter-add back through the gather
-    return dx, (k * dout * xi).sum(axis=0)           # no slot for the constant idx: padded
+    return dx, (k * dout * xi).sum(axis=0)           # dx, dw: the constant idx gets none
 
 
-ScaledProduct = mg.from_pair(scaled_product_forward, scaled_product_backward, "ScaledProduct")
+ScaledProduct = mg.from_pair(scaled_product_forward, scaled_product_backward, "ScaledProduct",
+                             wrt=("x", "w"))
 
 
-def test_from_pair_gradcheck_kwargs_constants_and_padding():
+def test_from_pair_gradcheck_kwargs_and_constants():
     x, w, idx = _t(4, 3), _t(3), np.array([0, 2, 2, 1, 0])
     out = ScaledProduct.apply(x, w, idx, k=1.7)
-    assert out.grad_fn is ScaledProduct and out.shape == (5, 3)
+    assert out.grad_fn is ScaledProduct and out.shape == (5, 3) and ScaledProduct.wrt == ("x", "w")
     np.testing.assert_array_equal(out.data, 1.7 * x.data[idx] * w.data)
     assert gradcheck(lambda x, w: ScaledProduct.apply(x, w, idx, k=1.7), [x, w])
-    # the default name is the backward's; one bare gradient for one input; a None too many is
-    # dropped (linear's absent bias)
-    Square = mg.from_pair(lambda a: (a * a, a), lambda dout, a: 2 * a * dout)
-    assert Square.__name__ == "<lambda>" and gradcheck(Square.apply, [_t(2, 3)])
-    Extra = mg.from_pair(lambda a: (3 * a, None), lambda dout, cache: (3 * dout, None))
-    assert gradcheck(Extra.apply, [_t(2)])
+    # the default name is the backward's, the default wrt the parameters without a default;
+    # one bare gradient for one input
+    Square = mg.from_pair(lambda a, k=2: (a * a, a), lambda dout, a: 2 * a * dout)
+    assert Square.__name__ == "<lambda>" and Square.wrt == ("a",)
+    assert gradcheck(Square.apply, [_t(2, 3)])
+
+
+def _layernorm_pair(backward):
+    from layers.layernorm import LayerNormFunction, layernorm_forward
+    return mg.from_pair(layernorm_forward, backward, "LayerNormFunction",
+                        wrt=LayerNormFunction.wrt)
+
+
+@pytest.mark.parametrize("returned, message", [
+    (lambda dx, dw, db: (dx, dw), r"returned 2 gradient\(s\) \(an array \(3, 4\), an array "
+                                  r"\(4,\)\); expected 3: dx, dweight, dbias"),
+    (lambda dx, dw, db: (dx, dw, db, db), r"returned 4 gradient\(s\).*expected 3"),
+    (lambda dx, dw, db: dx, r"returned 1 gradient\(s\)"),
+    (lambda dx, dw, db: (dx, dw, None), r"returned None for dbias; expected its gradient"),
+])
+def test_from_pair_refuses_a_backward_that_returns_other_gradients_than_it_declares(
+        returned, message):
+    # a LayerNorm backward that leaves out dbias would leave bias.grad None with no error, and a
+    # fourth gradient would vanish: each is an error naming the pair and what was expected
+    from layers.layernorm import layernorm_backward
+    F = _layernorm_pair(lambda dout, cache: returned(*layernorm_backward(dout, cache)))
+    x, w, b = _t(3, 4), _t(4), _t(4)
+    out = F.apply(x, w, b, eps=1e-5)
+    with pytest.raises(RuntimeError, match=r"LayerNormFunction \(<lambda>\) " + message):
+        out.backward(RNG.standard_normal(out.shape))
+
+
+def test_from_pair_takes_none_for_an_input_without_gradient_and_refuses_unknown_names():
+    from layers.layernorm import layernorm_backward, layernorm_forward
+    F = _layernorm_pair(lambda dout, cache: layernorm_backward(dout, cache)[:2] + (None,))
+    x, w = _t(3, 4), _t(4)
+    F.apply(x, w, np.zeros(4), eps=1e-5).backward(RNG.standard_normal((3, 4)))  # a constant bias
+    assert x.grad.shape == (3, 4) and w.grad.shape == (4,)
+    with pytest.raises(ValueError, match=r"wrt names \['bias2'\], not parameters of "
+                                         r"layernorm_forward"):
+        mg.from_pair(layernorm_forward, layernorm_backward, wrt=("x", "bias2"))
+
+
+def test_from_pair_calls_a_pair_once_per_node_on_whole_arrays():
+    from layers.gelu import GELUFunction, gelu_backward, gelu_forward
+    calls = []
+
+    def gelu_backward_counted(dout, cache):
+        calls.append(dout.shape)
+        return gelu_backward(dout, cache)
+    F = mg.from_pair(gelu_forward, gelu_backward_counted, wrt=GELUFunction.wrt)
+    x = mg.Tensor(RNG.standard_normal((32, 32, 256)).astype(np.float32), requires_grad=True)
+    F.apply(x).backward(np.ones((32, 32, 256), np.float32))
+    assert calls == [(32, 32, 256)]
 
 
 def test_from_pair_guards_the_cached_arrays():

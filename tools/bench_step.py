@@ -14,8 +14,7 @@ tanh form too.
 Then op by op at the step's shapes (median of ``--repeats`` x 20 calls each, ours / PyTorch's
 kernel): GELU (ours the tanh form, against PyTorch's tanh form and its exact one), LayerNorm and
 the attention core forward and backward, and the step's matrix products alone (NumPy's, the
-floor of a NumPy step, against PyTorch's whole step). ``--blocks``: our step with GELU run in
-blocks by the engine (``from_pair(..., elementwise=True)``) against GELU's pair run whole.
+floor of a NumPy step, against PyTorch's whole step).
 """
 import argparse
 import importlib.util
@@ -141,9 +140,8 @@ def ops(args, torch_step_ms):
     """Op by op, ours against PyTorch's kernel, at the step's shapes."""
     import torch
     from layers.attention import attention_backward, attention_forward
-    from layers.gelu import GELUFunction, gelu_backward, gelu_forward
+    from layers.gelu import gelu_backward, gelu_forward
     from layers.layernorm import layernorm_backward, layernorm_forward
-    from minigrad import Tensor
     rng = np.random.default_rng(0)
 
     def f32(*shape):
@@ -160,21 +158,14 @@ def ops(args, torch_step_ms):
     att_t = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=True)
     gelu_cache, ln_cache = gelu_forward(h)[1], layernorm_forward(x, w, b)[1]
     att_cache = attention_forward(q, k, v, is_causal=True)[1]
-    g_node = GELUFunction.apply(Tensor(h, requires_grad=True))
     rows = [
-        ("GELU forward (the engine: blocks)", lambda: GELUFunction.apply(Tensor(h)),
+        ("GELU forward", lambda: gelu_forward(h),
          lambda: torch.nn.functional.gelu(ht.detach(), approximate="tanh")),
-        ("GELU forward (the pair, whole)", lambda: gelu_forward(h),
-         lambda: torch.nn.functional.gelu(ht.detach(), approximate="tanh")),
-        ("GELU backward (the engine: blocks)",
-         lambda: g_node._ctx.fn_cls.backward(g_node._ctx, dh),
+        ("GELU backward", lambda: gelu_backward(dh, gelu_cache),
          lambda: torch.autograd.grad(gelu_t, ht, torch.from_numpy(dh), retain_graph=True)),
-        ("GELU backward (the pair, whole)", lambda: gelu_backward(dh, gelu_cache),
-         lambda: torch.autograd.grad(gelu_t, ht, torch.from_numpy(dh), retain_graph=True)),
-        ("GELU forward, PyTorch's exact (nanoGPT's)", lambda: GELUFunction.apply(Tensor(h)),
+        ("GELU forward, PyTorch's exact (nanoGPT's)", lambda: gelu_forward(h),
          lambda: torch.nn.functional.gelu(ht.detach())),
-        ("GELU backward, PyTorch's exact (nanoGPT's)",
-         lambda: g_node._ctx.fn_cls.backward(g_node._ctx, dh),
+        ("GELU backward, PyTorch's exact (nanoGPT's)", lambda: gelu_backward(dh, gelu_cache),
          lambda: torch.autograd.grad(gelu_exact_t, ht, torch.from_numpy(dh), retain_graph=True)),
         ("LayerNorm forward", lambda: layernorm_forward(x, w, b),
          lambda: torch.nn.functional.layer_norm(xt.detach(), (C,), wt.detach())),
@@ -215,45 +206,6 @@ def ops(args, torch_step_ms):
           f"({torch_step_ms:.1f} ms)")
 
 
-def blocks(args):
-    """The preset step with GELU run in blocks (``elementwise=True``, the engine's way) against
-    the same model with GELU's pair run whole: ratios within a repeat, the same losses."""
-    from gpt import GPT, GPTConfig
-    from gpt.train import configure_optimizers
-    from layers.gelu import gelu_backward, gelu_forward
-    from minigrad import from_pair
-    from minigrad.optim import clip_grad_norm_
-    config = GPTConfig(vocab_size=V, block_size=T, n_layers=L, n_heads=H, d_model=C, bias=False)
-    blocked, whole = GPT(config, 0, "gpt2"), GPT(config, 0, "gpt2")
-    for block in whole.blocks:
-        block.mlp.function = from_pair(gelu_forward, gelu_backward, "GELUFunction")
-    opts = {id(m): configure_optimizers(m, 1e-3, 0.1, betas=(0.9, 0.99), decay="2d")
-            for m in (blocked, whole)}
-    rng = np.random.default_rng(0)
-    batches = [(rng.integers(0, V, (B, T)), rng.integers(0, V, (B, T))) for _ in range(8)]
-
-    def step(m, i):
-        _, loss = m(*batches[i % 8])
-        opts[id(m)].zero_grad()
-        loss.backward()
-        clip_grad_norm_(m.parameters(), 1.0)
-        opts[id(m)].step()
-        return float(loss.data)
-    for i in range(3):
-        assert step(blocked, i) == step(whole, i), "blocks changed the numbers"
-    ratio = []
-    for r in range(args.repeats):
-        took = {}
-        for m in (blocked, whole)[::1 if r % 2 else -1]:
-            t0 = time.perf_counter()
-            for i in range(args.steps):
-                step(m, i)
-            took[id(m)] = time.perf_counter() - t0
-        ratio.append(took[id(blocked)] / took[id(whole)])
-    print(f"\nthe step with GELU in blocks / with GELU's pair whole: {median_spread(ratio)} "
-          f"(the same losses)")
-
-
 def main(argv):
     p = argparse.ArgumentParser(prog="bench_step", description=__doc__.splitlines()[0])
     p.add_argument("--nanogpt", required=True, help="a clone of karpathy/nanoGPT")
@@ -261,8 +213,6 @@ def main(argv):
     p.add_argument("--steps", type=int, default=10, help="steps a repeat, each model")
     p.add_argument("--tanh", action="store_true", help="nanoGPT's GELU in the tanh form too")
     p.add_argument("--no-ops", action="store_true", help="the whole step only")
-    p.add_argument("--blocks", action="store_true",
-                   help="also the step with GELU in blocks against GELU's pair whole")
     args = p.parse_args(argv)
     import torch
     torch.set_num_threads(1)
@@ -272,8 +222,6 @@ def main(argv):
     torch_step_ms = steps(args)
     if not args.no_ops:
         ops(args, torch_step_ms)
-    if args.blocks:
-        blocks(args)
 
 
 if __name__ == "__main__":

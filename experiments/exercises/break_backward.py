@@ -50,7 +50,7 @@ def broken(ex, grad, term, factor):
 def _row(ex, wrong, seed):
     """The gradient check of ``ex``'s own backward (``wrong`` None) or of a break of it."""
     case = make_cases(ex, seed)[0]
-    F = from_pair(ex.forward, broken(ex, *wrong) if wrong else ex.backward)
+    F = from_pair(ex.forward, broken(ex, *wrong) if wrong else ex.backward, wrt=ex.wrt)
     inputs = [Tensor(a, requires_grad=True) if n in ex.wrt else a
               for n, a in zip(ex.inputs, case.args)]
     report = gradcheck_report(lambda *xs: F.apply(*xs, **case.kwargs), inputs, seed=seed)
