@@ -26,64 +26,8 @@ with cli.errors(PROG):   # Ctrl-C while NumPy loads: one line
     from experiments.exercises.terms import Parts, terms_of
 
 
-def _away_from_zero(r, n):       # ReLU²'s kink at 0 is no place for central differences
-    a = 2.0 * r.standard_normal(n)
-    return np.sign(a) * (0.25 + np.abs(a))
-
-
-# name: (what --size sets, its default, the case: (rng, size) -> (args, kwargs))
-CASES = {
-    "layernorm": ("C, the features of the row", 4, lambda r, C: (
-        (r.standard_normal((1, C)), r.normal(1.0, 0.5, C), r.normal(0.0, 0.5, C)), {"eps": 1e-5})),
-    "rmsnorm": ("C, the features of the row", 4, lambda r, C: (
-        (r.standard_normal((1, C)), r.normal(1.0, 0.5, C)), {"eps": 1e-6})),
-    "gelu": ("N, the entries of x", 5, lambda r, N: ((_away_from_zero(r, N),), {})),
-    "relu2": ("N, the entries of x", 5, lambda r, N: ((_away_from_zero(r, N),), {})),
-    "silu": ("N, the entries of x", 5, lambda r, N: ((_away_from_zero(r, N),), {})),
-    "swiglu": ("C, the features of x (H = C + 1 hidden, O = C outputs)", 2, lambda r, C: (
-        (r.standard_normal((1, C)), 0.5 * r.standard_normal((C + 1, C)),
-         0.5 * r.standard_normal((C + 1, C)), 0.5 * r.standard_normal((C, C + 1))), {})),
-    "rope": ("T, the positions (head size 4)", 2, lambda r, T: (
-        (r.standard_normal((1, 1, T, 4)), *_rope_cache(T)), {})),
-    "softmax": ("C, the entries of the row", 4, lambda r, C: ((r.standard_normal((1, C)),),
-                                                             {"axis": -1})),
-    "cross_entropy": ("V, the classes (2 targets)", 4, lambda r, V: (
-        (r.standard_normal((2, V)), r.integers(0, V, 2)), {})),
-    "attention": ("T, the positions (one head of size 2, causal)", 3, lambda r, T: (
-        tuple(r.standard_normal((1, 1, T, 2)) for _ in "qkv"), {"is_causal": True})),
-    "linear": ("C, the input features (2 rows, 2 outputs)", 3, lambda r, C: (
-        (r.standard_normal((2, C)), 0.5 * r.standard_normal((2, C)),
-         0.5 * r.standard_normal(2)), {})),
-    "embedding": ("V, the rows of the table (width 2; idx [1, 3, 1] mod V)", 4, lambda r, V: (
-        (r.standard_normal((V, 2)), np.array([1, 3, 1]) % V), {})),
-}
-
-
-# The backward as docs/derivations.md ends it: each term printed below is one summand of it,
-# with the factor common to all (rstd, dout, 1/N, ...) inside.
-FORMULAS = {
-    "layernorm": "dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dout * "
-                 "weight; dweight = sum over rows of dout * xhat; dbias = sum over rows of dout",
-    "rmsnorm": "dx = rstd * (dxhat - xhat * mean(dxhat * xhat)), dxhat = dout * weight; "
-               "dweight = sum over rows of dout * xhat",
-    "gelu": "dx = dout * 0.5 * ((1 + t) + x (1 - t^2) k (1 + 3 c x^2)), t = tanh(k (x + c x^3))",
-    "relu2": "dx = dout * 2 r, r = max(x, 0)",
-    "silu": "dx = dout * (s + x s (1 - s)), s = sigmoid(x)",
-    "swiglu": "dh = dout Wd, du = dh * g, da = dh * u * silu'(a); dx = da Wg + du Wu; "
-              "dw_gate = da^T x, dw_up = du^T x, dw_down = dout^T h",
-    "rope": "dx = dout * cos - rotate_half(dout * sin)",
-    "softmax": "dx = y * dy - y * sum(dy * y)",
-    "cross_entropy": "dlogits = (probs - onehot(targets)) * dloss / N",
-    "attention": "dP = dout v^T, dS = P * dP - P * rowsum(P * dP); dq = dS k / sqrt(hs), "
-                 "dk = dS^T q / sqrt(hs), dv = P^T dout",
-    "linear": "dx = dout W, dweight = dout^T x, dbias = sum over rows of dout",
-    "embedding": "dweight[v] = the sum of dout over the positions that looked up v",
-}
-
-
-def _rope_cache(T):
-    from layers.functional import build_rope_cache
-    return build_rope_cache(T, 4, dtype=np.float64)
+# name: (what --size sets, its default, the case: (rng, size) -> (args, kwargs)), from the rows
+CASES = {name: ex.example for name, ex in EXERCISES.items()}
 
 
 def explain(name, seed=0, size=None):
@@ -133,7 +77,7 @@ def explain(name, seed=0, size=None):
         grads[g] = {"terms": found[g], "sum": total, "backward": right[j], "central": central,
                     "max_error": float(np.max(np.abs(total - central), initial=0.0))}
     return {"name": name, "title": ex.title, "section": ex.section, "seed": seed, "size": size,
-            "size_is": what, "formula": FORMULAS[name], "upstream": ex.upstream, "inputs": inputs,
+            "size_is": what, "formula": EXERCISES[name].formula, "upstream": ex.upstream, "inputs": inputs,
             "kwargs": kwargs, "quantities": quantities, "out": out, "dout": dout, "grads": grads}
 
 

@@ -21,30 +21,8 @@ with cli.errors(PROG):   # Ctrl-C while NumPy loads: one line
 
     import minigrad
     from minigrad import Tensor, gradcheck_report
-    from layers import functional as F
-    from layers.rope import build_rope_cache
 
-
-def gaussian(*shape, scale=1.0):
-    """An input: a float64 leaf that requires grad, Gaussian entries of deviation ``scale``."""
-    return lambda r: Tensor(scale * r.standard_normal(shape), requires_grad=True)
-
-
-def positive(*shape):
-    """An input: a float64 leaf of ``shape``, uniform in [0.5, 2] (for log, sqrt, division)."""
-    return lambda r: Tensor(r.uniform(0.5, 2.0, shape), requires_grad=True)
-
-
-def off_zero(*shape, margin=0.2):
-    """An input: a float64 Gaussian leaf of ``shape`` pushed ``margin`` away from 0, so that
-    central differences never straddle a kink (ReLU's, abs's) or a pole."""
-    return lambda r: Tensor((lambda z: np.sign(z) * (margin + np.abs(z)))(r.standard_normal(shape)),
-                            requires_grad=True)
-
-
-def gain(n):
-    """An input: a float64 (n,) norm gain around 1 (sd 0.5): unit gains hide mistakes."""
-    return lambda r: Tensor(r.normal(1.0, 0.5, n), requires_grad=True)
+    from experiments.exercises.catalogue import EXERCISES, gaussian, off_zero, positive
 
 
 def split(x):
@@ -52,20 +30,6 @@ def split(x):
     its gradient must be 0."""
     parts = minigrad.split(x, [1, 3], axis=0)     # (1, 3), (2, 3), (1, 3)
     return parts[0] * 2.0 + parts[2]              # the middle piece is unused: gradient 0
-
-
-def targets_one_ignored(r):
-    """(6,) int64 class indices in [0, 11) from the generator ``r``, one of them -100 (ignored)."""
-    t = r.integers(0, 11, size=6)                 # (N,) int
-    t[2] = -100
-    return t
-
-
-def cross_entropy(reduction):
-    """``F.cross_entropy`` with ``reduction``, ignore_index -100 and label smoothing 0.1, as a
-    function of (logits (N, C), targets (N,))."""
-    return lambda x, t: F.cross_entropy(x, t, reduction=reduction, ignore_index=-100,
-                                        label_smoothing=0.1)
 
 
 # name: (fn, *inputs): an input is a shape (a Gaussian leaf) or a function of the generator
@@ -112,30 +76,7 @@ OPS = {
                     lambda r: np.triu(np.ones((3, 3), bool), 1)),
     "broadcast_to": (lambda a: minigrad.broadcast_to(a, (2, 3, 4)), (3, 1)),
 }
-LAYERS = {   # x (B, T, C), or (B, H, T, hs) for RoPE and attention
-    "layer_norm": (lambda x, w, b: F.layer_norm(x, 8, w, b), (2, 4, 8), gain(8),
-                   gaussian(8, scale=0.5)),
-    "rms_norm": (lambda x, w: F.rms_norm(x, 8, w, eps=1e-6), (2, 4, 8), gain(8)),
-    "gelu": (lambda x: F.gelu(x, approximate="tanh"), gaussian(2, 4, 8, scale=2)),
-    "gelu (exact erf)": (F.gelu, gaussian(2, 4, 8, scale=2)),
-    "relu2": (F.relu2, off_zero(2, 4, 8)),
-    "silu": (F.silu, gaussian(2, 4, 8, scale=2)),
-    "swiglu": (F.swiglu, (2, 3, 8), *[gaussian(*s, scale=0.5) for s in ((21, 8), (21, 8), (8, 21))]),
-    "apply_rope": (lambda x: F.apply_rope(x, *build_rope_cache(6, 8, dtype=np.float64)),
-                   (2, 2, 6, 8)),
-    "softmax": (F.softmax, gaussian(2, 3, 7, scale=2)),
-    "cross_entropy": (F.cross_entropy, (6, 11), lambda r: r.integers(0, 11, size=6)),
-    "cross_entropy (sum, ignore_index, label_smoothing)": (cross_entropy("sum"), (6, 11),
-                                                           targets_one_ignored),
-    "cross_entropy (none, ignore_index, label_smoothing)": (cross_entropy("none"), (6, 11),
-                                                            targets_one_ignored),
-    "scaled_dot_product_attention (causal)": (
-        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), *[(2, 2, 5, 4)] * 3),
-    "scaled_dot_product_attention": (F.scaled_dot_product_attention, *[(2, 2, 5, 4)] * 3),
-    "linear": (F.linear, (2, 4, 8), gaussian(6, 8, scale=0.5), gaussian(6, scale=0.5)),
-    # token ids with repeats and unused rows: the backward must accumulate and leave zeros
-    "embedding": (F.embedding, lambda r: np.array([[1, 3, 1], [0, 3, 3]]), (5, 4)),
-}
+LAYERS = {label: entry for ex in EXERCISES.values() for label, entry in ex.gradcheck.items()}  # rows'
 CASES = [(n, "op", c) for n, c in OPS.items()] + [(n, "layer", c) for n, c in LAYERS.items()]
 
 

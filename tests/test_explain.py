@@ -10,10 +10,6 @@ from experiments.exercises.catalogue import EXERCISES
 from experiments.explain import CASES, explain, report
 
 
-def test_every_exercise_has_a_worked_example():
-    assert set(CASES) == set(EXERCISES)
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 @pytest.mark.parametrize("seed,size", [(0, None), (3, 2)])
 def test_the_terms_sum_to_the_backward_and_to_central_differences(name, seed, size):

@@ -3,7 +3,8 @@
     python -m experiments.exercises.break_backward --seed 3 --json break.json
 
 Each layer's forward is paired with its own backward, and with backward passes built from the
-named terms of ``terms.py`` with ONE term left out or its sign flipped (``BREAKS``: LayerNorm
+named terms of ``terms.py`` with ONE term left out or its sign flipped (each row's ``breaks``,
+``catalogue.py``: LayerNorm
 without its mean or its variance term, RoPE rotating the wrong way, an embedding that keeps one
 gradient of a repeated row, ...), the other terms and gradients right. Each is
 ``minigrad.gradcheck_report``-ed in float64 with its settings (slow mode: full Jacobians by
@@ -27,12 +28,9 @@ with cli.errors(PROG):   # Ctrl-C while NumPy loads: one line
     from experiments.exercises.catalogue import EXERCISES, as_tuple, make_cases
     from experiments.exercises.terms import terms_of
 
-BREAKS = (   # (exercise, gradient, term (from 1), factor): 0 leaves it out, -1 flips its sign
-    ("layernorm", "dx", 2, 0), ("layernorm", "dx", 3, 0), ("rmsnorm", "dx", 2, 0),
-    ("gelu", "dx", 3, 0), ("silu", "dx", 2, 0), ("relu2", "dx", 1, -1), ("swiglu", "dx", 1, 0),
-    ("rope", "dx", 2, -1), ("softmax", "dx", 2, 0), ("cross_entropy", "dlogits", 2, 0),
-    ("attention", "dq", 2, 0), ("attention", "dk", 1, 0), ("linear", "dbias", 1, -1),
-    ("embedding", "dweight", 2, 0))
+BREAKS = tuple((ex.name, *b) for ex in EXERCISES.values() for b in ex.breaks)   # from the rows:
+# (exercise, gradient, term (from 1), factor): 0 leaves it out, -1 flips its sign
+
 
 
 def broken(ex, grad, term, factor):

@@ -21,7 +21,7 @@ from minigrad.gradcheck import numerical_vjp
 
 from experiments.exercises import mistakes
 from experiments.exercises.catalogue import as_tuple, make_cases
-from experiments.exercises.terms import AXES, quantities, terms_of, variants
+from experiments.exercises.terms import quantities, terms_of, variants
 
 SEED = 0            # every check draws the same inputs: a learner compares runs
 CD_STEP = 1e-6      # central differences, relative to the input's largest entry
@@ -178,7 +178,7 @@ def _gradient(ex, j, cases, cases32, yours, yours32, found, changed, arrays):
     others = {h: ([y[k].astype(np.float64) for y in yours], [c.right[k] for c in cases])
               for k, h in enumerate(ex.grads)}
     (ys, rs), ts = others[g], [t[g] for t in found]
-    axes = AXES.get(ex.name, {}).get(g, "")
+    axes = ex.axes.get(g, "")
     ok, said = mistakes.diagnose(g, ys, rs, ts, labels, [c.sizes for c in cases],
                                   _of(changed, g), others, ex.constants,
                                   [axes(c.cache) if callable(axes) else axes for c in cases],

@@ -1,5 +1,6 @@
 """The named terms of every exercise's backward, as ``docs/derivations.md`` writes them, and
-the quantities they are built from (``DERIVATIONS``: name -> (parts, terms)).
+the quantities they are built from: the builders a row of ``catalogue.py`` names as its
+``derivation`` (parts, terms).
 
 * ``parts(dout, cache)``: the derivation's quantities, from what a backward gets: arrays, or
   rules ``p -> value`` computed from the others (``Parts``), so that a quantity put in
@@ -13,10 +14,10 @@ the quantities they are built from (``DERIVATIONS``: name -> (parts, terms)).
 ``variants`` changes one thing at a time, for the diagnosis (``mistakes.py``): a quantity left
 out, another in its place (the confusable ones above among them), two exchanged; then the small
 families of ``_neighbours``, general over every exercise: a quantity inverted, squared, its square
-root, put through a function of the forward (``FUNCTIONS``: softmax(P) where P belongs), an index
+root, put through a function of the forward (the row's ``functions``: softmax(P) where P belongs), an index
 shifted by one (or wrapped: % V), a reduction (``reduction``) over another axis or with a factor moved across it;
-and another layer's backward (``OTHER_LAYERS``). ``quantities`` are the arrays a term may be
-multiplied by; ``AXES`` names the last axes of each gradient, for a shape.
+and another layer's backward (the row's ``other_layers``). ``quantities`` are the arrays a term
+may be multiplied by; the row's ``axes`` names the last axes of each gradient, for a shape.
 """
 import itertools
 import re
@@ -24,11 +25,7 @@ import types
 
 import numpy as np
 
-from layers.gelu import GELU_C, GELU_K, gelu_erf_backward
-from layers.layernorm import layernorm_backward
-from layers.rope import rotate_half
-from layers.silu import sigmoid_stable
-from layers.softmax import log_softmax_backward
+from layers.gelu import GELU_C, GELU_K
 
 
 class Parts(dict):
@@ -88,7 +85,7 @@ def variants(ex, cases):
                 for a, b in itertools.combinations(read, 2) if alike(a, b)]
     shapes = [dict(zip(ex.grads, map(np.shape, c.right))) for c in cases]
     with np.errstate(all="ignore"):
-        for what, backward in OTHER_LAYERS.get(ex.name, ()):
+        for what, backward in ex.other_layers:
             yield what, [{g: [(what, np.broadcast_to(a, s[g]))] for g, a in
                           backward(c.dout, c.cache).items()} for c, s in zip(cases, shapes)]
         for what, puts in changes + _neighbours(ex, read, values, parts, [c.sizes for c in cases]):
@@ -136,13 +133,13 @@ def _neighbours(ex, read, values, parts, sizes):
     (what changed, per case {quantity: its value}): a quantity (of those the terms read)
     inverted (a division where a multiplication belongs), squared or its square root (an array,
     not a constant of the case: those are the sizes' factors), put through a function of the
-    forward (``FUNCTIONS``); an index shifted by one, or by one and wrapped at the end of the
+    forward (the row's ``functions``); an index shifted by one, or by one and wrapped at the end of the
     axis it indexes (% V: a size of the case above every index); a reduction over another
     axis, or with a factor moved into or out of it (the inner product where the outer one
     belongs)."""
     floats = [a for a in read if _kind(values[0][a], "f")]
     arrays = [a for a in floats if all(np.ndim(v[a]) for v in values)]
-    functions = [(fmt, [rule(p) for p in parts]) for fmt, rule in FUNCTIONS.get(ex.name, {}).items()]
+    functions = [(fmt, [rule(p) for p in parts]) for fmt, rule in ex.functions.items()]
     found = [(f"divides by {_bare(a)} where it multiplies by it",
               [{a: 1 / v[a]} for v in values]) for a in floats]
     for a in arrays:
@@ -217,7 +214,7 @@ def _T(a):
 # LayerNorm: dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dout * weight
 # RMSNorm:   dx = rstd * (dxhat - xhat * mean(dxhat * xhat))
 
-def _norm_parts(no_eps):
+def norm_parts(no_eps):
     def parts(dout, cache):
         xhat, weight, rstd = cache
         with np.errstate(all="ignore"):   # 0/0 where a row is constant: C = 1
@@ -228,7 +225,7 @@ def _norm_parts(no_eps):
     return parts
 
 
-def _norm_terms(bias, path):
+def norm_terms(bias, path):
     def terms(p):
         dxhat, xhat, rstd, mean = p["dxhat"], p["xhat"], p["rstd"], p["the mean over the row"]
         dx = [("dxhat (the direct path)", rstd * dxhat),
@@ -244,7 +241,7 @@ def _norm_terms(bias, path):
 # GELU: dx = dout * (0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2)); ReLU²: dx = dout * 2 r;
 # SiLU: dx = dout * (s + x s (1 - s))
 
-def _gelu_terms(p):
+def gelu_terms(p):
     x, dout, tanh_prime = p["x"], p["dout"], p["tanh'(u) = 1 - t^2"]
     return {"dx": [("0.5 (d(0.5 x)/dx times the 1 of 1 + t)", dout * 0.5),
                    ("0.5 t (times the t of 1 + t)", dout * 0.5 * p["t"]),
@@ -257,7 +254,7 @@ def _gelu_terms(p):
 # ----------------------------------------------------------------------------- SwiGLU
 # dh = dout Wd, du = dh * g, da = dh * u * silu'(a); dx = da Wg + du Wu
 
-def _swiglu_parts(dout, cache):
+def swiglu_parts(dout, cache):
     x2, a, s, u, g, w_gate, w_up, w_down = cache
     return {"dout": dout, "x": x2, "a": a, "s": s, "u": u, "g": g, "Wg": w_gate, "Wu": w_up,
             "Wd": w_down, "h = g * u": lambda p: p["g"] * p["u"],
@@ -268,7 +265,7 @@ def _swiglu_parts(dout, cache):
                 lambda p: p["s"] + p["a"] * p["sigmoid'(a) = s (1 - s)"]}
 
 
-def _swiglu_terms(p):
+def swiglu_terms(p):
     x2, d2, shape = p["x"], p["dout"].reshape(-1, p["Wd"].shape[0]), p["dout"].shape[:-1] + (-1,)
     da = p["dh"] * p["u"] * p["silu'(a) = s (1 + a (1 - s))"]     # (N, H)
     du = p["dh"] * p["g"]                                         # (N, H)
@@ -281,17 +278,17 @@ def _swiglu_terms(p):
 # ----------------------------------------------------------------------------- RoPE, softmax
 # RoPE: dx = dout * cos - rotate_half(dout * sin); softmax: dx = y * dy - y * sum(dy * y)
 
-def _neox(x):   # GPT-NeoX's rotate_half: (first half, second half) -> (-second, first)
+def neox_rotate_half(x):   # GPT-NeoX's rotate_half: (first half, second half) -> (-second, first)
     return np.concatenate((-x[..., x.shape[-1] // 2:], x[..., :x.shape[-1] // 2]), axis=-1)
 
 
-def _rope_terms(p):
+def rope_terms(p):
     return {"dx": [("dout * cos", p["dout"] * p["cos"]),
                    ("-rotate_half(dout * sin) (the transpose of rotate_half is -rotate_half: the "
                     "backward rotates by -theta)", -p["rotate_half"](p["dout"] * p["sin"]))]}
 
 
-def _softmax_parts(dy, cache):
+def softmax_parts(dy, cache):
     y, axis = cache
     return {"dy": dy, "y": y, "dy * y": lambda p: p["dy"] * p["y"],
             "the sum along the axis": lambda p: reduction("sum", axis),
@@ -307,7 +304,7 @@ def _onehot(t, like):
     return onehot
 
 
-def _cross_entropy_parts(dloss, cache):
+def cross_entropy_parts(dloss, cache):
     probs, t, _, _, _, count, shape = cache
     return {"dloss": dloss, "probs": probs, "targets": t,
             "onehot(targets)": lambda p: _onehot(p["targets"], p["probs"]),
@@ -315,7 +312,7 @@ def _cross_entropy_parts(dloss, cache):
             "argmax(probs)": probs.argmax(axis=-1)}
 
 
-def _cross_entropy_terms(p):
+def cross_entropy_terms(p):
     w = p["dloss"] * p["1/N"]
     return {"dlogits": [("probs (the softmax, the derivative of log-sum-exp)",
                          (p["probs"] * w).reshape(p["shape"])),
@@ -326,29 +323,29 @@ def _cross_entropy_terms(p):
 # ----------------------------------------------------------------------------- attention
 # dP = dout v^T, dS = P * dP - P * rowsum(P * dP); dq = dS k / sqrt(hs), dk = dS^T q / sqrt(hs)
 
-def _softmax(axis):
+def softmax_along(axis):
     def softmax(a):
         e = np.exp(a - a.max(axis=axis, keepdims=True))
         return e / e.sum(axis=axis, keepdims=True)
     return softmax
 
 
-def _attention_parts(dout, cache):
+def attention_parts(dout, cache):
     q, k, v, P, scale = cache
     S = q @ _T(k) * scale
     T = np.ones(S.shape[-2:], bool)
     return {"dout": dout, "q": q, "k": k, "v": v, "P": P, "1/sqrt(hs)": np.asarray(scale),
-            "a transpose (^T)": lambda p: _T, "P without the causal mask": _softmax(-1)(S),
-            "P with the causal mask": _softmax(-1)(np.where(np.triu(T, 1), -np.inf, S)),
+            "a transpose (^T)": lambda p: _T, "P without the causal mask": softmax_along(-1)(S),
+            "P with the causal mask": softmax_along(-1)(np.where(np.triu(T, 1), -np.inf, S)),
             "P with the other triangle masked (keys j < i)":
-                _softmax(-1)(np.where(np.tril(T, -1), -np.inf, S)),
+                softmax_along(-1)(np.where(np.tril(T, -1), -np.inf, S)),
             "S = q k^T / sqrt(hs)": S,
             "P * dP": lambda p: p["P"] * (p["dout"] @ _T(p["v"])),
             "the sum over the row": lambda p: reduction("sum", -1),
             "P rowsum(P * dP)": lambda p: p["P"] * p["the sum over the row"](p["P * dP"]), **EVERY}
 
 
-def _attention_terms(p):
+def attention_terms(p):
     s, T, q, k = p["1/sqrt(hs)"], p["a transpose (^T)"], p["q"], p["k"]
     diag, norm = p["P * dP"], -p["P rowsum(P * dP)"]
     return {"dq": [("(P * dP) k / sqrt(hs) (the softmax's diagonal)", diag @ k * s),
@@ -364,7 +361,7 @@ def _attention_terms(p):
 # linear: dx = dout W, dweight = dout^T x, dbias = sum over rows of dout
 # embedding: dweight[v] = the sum of dout over the positions that looked up v
 
-def _embedding_terms(p):
+def embedding_terms(p):
     idx, d2, shape, dtype = p["idx"], p["dout"], p["shape"], p["dtype"]
     last = len(idx) - 1 - np.unique(idx[::-1], return_index=True)[1]  # each row's last lookup
     earlier = np.setdiff1d(np.arange(len(idx)), last)
@@ -378,89 +375,10 @@ def _embedding_terms(p):
                          again)]}
 
 
-# ----------------------------------------------------------------------------- by name
-
-DERIVATIONS = {
-    "layernorm": (_norm_parts("1/sqrt(var) (eps left out)"),
-                  _norm_terms(1, "the path through the variance")),
-    "rmsnorm": (_norm_parts("1/sqrt(mean(x^2)) (eps left out)"),
-                _norm_terms(0, "the projection, the path through mean(x^2)")),
-    "gelu": (lambda dout, c: {"dout": dout, "x": c[0], "t": c[1], "1 - t": lambda p: 1 - p["t"],
-                              "x^2": lambda p: p["x"] * p["x"],
-                              "tanh'(u) = 1 - t^2": lambda p: 1 - p["t"] * p["t"],
-                              "1 + t^2": lambda p: 1 + p["t"] * p["t"],
-                              "t (1 - t) (sigmoid' written in t)": lambda p: p["t"] * p["1 - t"],
-                              "u = k (x + c x^3)": lambda p: GELU_K * (p["x"] + GELU_C * p["x"] ** 3)},
-             _gelu_terms),
-    "relu2": (lambda dout, r: {"dout": dout, "r": r,
-                               "x > 0": lambda p: (p["r"] > 0).astype(p["r"].dtype)},
-              lambda p: {"dx": [("2 r (d(r^2)/dr, with r = max(x, 0))", p["dout"] * 2 * p["r"])]}),
-    "silu": (lambda dout, c: {"dout": dout, "x": c[0], "s": c[1], "1 - s": lambda p: 1 - p["s"],
-                              "sigmoid'(x) = s (1 - s)": lambda p: p["s"] * p["1 - s"],
-                              "1 - s^2 (tanh' written in s)": lambda p: 1 - p["s"] ** 2},
-             lambda p: {"dx": [("s (d(x)/dx times s)", p["dout"] * p["s"]),
-                               ("x s (1 - s) (x times sigmoid'(x))",
-                                p["dout"] * p["x"] * p["sigmoid'(x) = s (1 - s)"])]}),
-    "swiglu": (_swiglu_parts, _swiglu_terms),
-    "rope": (lambda dout, c: {"dout": dout, "cos": c[0], "sin": c[1],
-                              "rotate_half": lambda p: rotate_half,
-                              "NeoX's rotate_half (halves, not pairs)": lambda p: _neox},
-             _rope_terms),
-    "softmax": (_softmax_parts, lambda p: {"dx": [
-        ("y * dy (diag(y) dy)", p["y"] * p["dy"]),
-        ("-y * sum(dy * y) (-y y^T dy)", -p["y"] * p["sum(dy * y)"])]}),
-    "cross_entropy": (_cross_entropy_parts, _cross_entropy_terms),
-    "attention": (_attention_parts, _attention_terms),
-    "linear": (lambda dout, c: {"dout": dout.reshape(-1, c[1].shape[0]), "weight": c[1],
-                                "x": c[0].reshape(-1, c[1].shape[1]), "shape": lambda p: c[0].shape},
-               lambda p: {"dx": [("dout W", (p["dout"] @ p["weight"]).reshape(p["shape"]))],
-                          "dweight": [("dout^T x", p["dout"].T @ p["x"])],
-                          "dbias": [("sum over rows of dout", p["dout"].sum(0))]}),
-    "embedding": (lambda dout, c: {"dout": dout.reshape(-1, c[1][1]), "idx": c[0],
-                                   "shape": lambda p: c[1], "dtype": lambda p: c[2],
-                                   "k (the times its row was looked up)":
-                                       np.bincount(c[0], minlength=c[1][0])[:, None].astype(c[2])},
-                  _embedding_terms),
-}
-
 LOG_EXP = {"exp({})": lambda p: np.exp, "log({})": lambda p: np.log}   # softmax's, log-softmax's
 
-FUNCTIONS = {   # the forward's functions, which a backward may put where they do not belong
-    "gelu": {"tanh({})": lambda p: np.tanh},
-    "relu2": {"max({}, 0)": lambda p: lambda a: np.maximum(a, 0)},
-    "silu": {"sigmoid({})": lambda p: sigmoid_stable},
-    "swiglu": {"sigmoid({})": lambda p: sigmoid_stable,
-               "silu({})": lambda p: lambda a: a * sigmoid_stable(a)},
-    "softmax": {"softmax({})": lambda p: _softmax(p["the sum along the axis"].axis),
-                **LOG_EXP},
-    "cross_entropy": {"softmax({})": lambda p: _softmax(-1), **LOG_EXP},
-    "attention": {"softmax({})": lambda p: _softmax(-1), **LOG_EXP},
-}
 
-OTHER_LAYERS = {   # another layer's backward a learner may write for this one, as it reads
-    "softmax": [("is log-softmax's backward, dy - y * sum(dy), where softmax's belongs",
-                 lambda dy, c: {"dx": log_softmax_backward(dy, (np.log(c[0]), c[1]))})],
-    "rmsnorm": [("is LayerNorm's backward (with the path through the mean), where RMSNorm's "
-                 "belongs", lambda dout, c: {"dx": layernorm_backward(dout, c)[0]})],
-    "gelu": [("is the exact GELU's backward, Phi(x) + x phi(x) with Phi(x) = 0.5 (1 + t), where "
-              "the tanh form's belongs",
-              lambda dout, c: {"dx": gelu_erf_backward(dout, (c[0], 0.5 * (1 + c[1])))})],
-    "relu2": [("is ReLU's backward, dout * (x > 0), where ReLU²'s belongs",
-               lambda dout, r: {"dx": dout * (r > 0)})],
-}
-
-def _softmax_axes(cache):
+def softmax_axes(cache):
     """Softmax's dx's letters in a case: C its axis, N the others."""
     y, axis = cache
     return " ".join("C" if k == axis % y.ndim else "N" for k in range(y.ndim))
-
-
-AXES = {   # the letters of each gradient's last axes (docs/derivations.md), or per case of its
-    # cache its letters, for its shape
-    "softmax": {"dx": _softmax_axes},
-    "layernorm": {"dx": "C", "dweight": "C", "dbias": "C"}, "rmsnorm": {"dx": "C", "dweight": "C"},
-    "swiglu": {"dx": "C", "dw_gate": "H C", "dw_up": "H C", "dw_down": "O H"},
-    "rope": {"dx": "B H T hs"}, "cross_entropy": {"dlogits": "V"},
-    "attention": {"dq": "B H T hs", "dk": "B H T hs", "dv": "B H T hv"},
-    "linear": {"dx": "C", "dweight": "O C", "dbias": "O"}, "embedding": {"dweight": "V C"},
-}

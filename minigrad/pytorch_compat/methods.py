@@ -14,10 +14,8 @@ PyTorch: docs/pytorch.md.
 from __future__ import annotations
 
 import collections
-import functools
 import math
 import numbers
-from typing import Any
 
 import numpy as np
 
