@@ -5,6 +5,7 @@ one line, status 2, nothing written. The cluster tests skip without distributed 
 ``cluster`` extra).
 """
 import concurrent.futures
+import json
 import os
 import socket
 import sys
@@ -79,8 +80,8 @@ def test_a_worker_lost_mid_sweep_changes_no_number(cluster, serial, tmp_path):
 
 
 @pytest.mark.slow
-def test_ctrl_c_on_a_cluster_is_status_130_and_writes_nothing(cluster, tmp_path, capsys,
-                                                            monkeypatch):
+def test_ctrl_c_on_a_cluster_is_status_130_and_keeps_only_the_finished_runs(cluster, tmp_path,
+                                                                           capsys, monkeypatch):
     calls, result = [], concurrent.futures.Future.result
 
     def interrupted(self, *a, **k):  # Ctrl-C while the second run is awaited
@@ -94,7 +95,9 @@ def test_ctrl_c_on_a_cluster_is_status_130_and_writes_nothing(cluster, tmp_path,
     out = tmp_path / "out"
     assert main(ARGS + ["--scheduler", cluster.scheduler_address, "--output-dir", str(out)]) == 130
     assert capsys.readouterr().err.splitlines()[-1] == f"{four_variants.STUDY.prog}: interrupted"
-    assert not out.exists() or not any(out.iterdir())
+    kept = json.loads((out / "results.json").read_text())    # the run before the Ctrl-C
+    assert [p.name for p in out.iterdir()] == ["results.json"] and kept["status"] == "incomplete"
+    assert len(kept["runs"]) == 1
 
 
 def refused(args, tmp_path, capsys):
