@@ -19,7 +19,7 @@ Public API::
     gradcheck, gradcheck_report, GradcheckError, GradcheckReport, Module, Parameter, ModuleList,
     Sequential, AdamW, clip_grad_norm_, concatenate, cat, stack, split, where, masked_fill,
     maximum, minimum, broadcast_to, unbroadcast, tensor, zeros, ones, zeros_like, ones_like,
-    full, randn, randint, arange, ValueRuntimeError, from_pair, to_dot, draw_dot
+    full, randn, rand, randint, arange, ValueRuntimeError, from_pair, to_dot, draw_dot
 """
 from . import allocator  # noqa: F401  (glibc keeps freed arrays for reuse)
 from .engine import Context, Function, Tensor, ValueRuntimeError, from_pair, is_grad_enabled
@@ -28,7 +28,7 @@ from . import pytorch_compat  # noqa: F401  (PyTorch's rules and spellings, atta
 from .pytorch_compat.grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled
 from .pytorch_compat.methods import (broadcast_to, cat, concatenate, masked_fill, maximum,
                                      minimum, split, stack, where)
-from .pytorch_compat.factories import (arange, full, ones, ones_like, randint, randn, tensor,
+from .pytorch_compat.factories import (arange, full, ones, ones_like, rand, randint, randn, tensor,
                                        zeros, zeros_like)
 from .draw import draw_dot, to_dot
 from .gradcheck import GradcheckError, GradcheckReport, gradcheck, gradcheck_report
@@ -41,7 +41,7 @@ __all__ = [
     "Module", "ModuleList", "Parameter", "Sequential", "AdamW", "clip_grad_norm_",
     "concatenate", "cat", "stack", "split", "where", "masked_fill", "maximum", "minimum",
     "broadcast_to", "unbroadcast",
-    "tensor", "zeros", "ones", "full", "zeros_like", "ones_like", "randn", "randint", "arange", "ValueRuntimeError", "from_pair",
+    "tensor", "zeros", "ones", "full", "zeros_like", "ones_like", "randn", "rand", "randint", "arange", "ValueRuntimeError", "from_pair",
     "to_dot", "draw_dot",
 ]
 __version__ = "0.1.0"

@@ -48,7 +48,7 @@ class Tensor:
         data (np.ndarray): the values.
         grad (np.ndarray | None): same shape and dtype as ``data``; filled by ``backward`` on
             leaves (and on Tensors that called ``retain_grad``), accumulated across calls until
-            set to None (``Module.zero_grad``).
+            set to None (``Module.zero_grad``); an assignment is checked (``grad``).
 
     Raises:
         TypeError: if ``data`` is not numeric (object or string arrays), or an integer/bool
@@ -59,7 +59,7 @@ class Tensor:
         self._data = hooks.array(data.data if isinstance(data, Tensor) else data, dtype)
         if self._data.dtype.kind not in "biuf":
             raise TypeError(f"Tensor data must be numeric or bool, got dtype {self._data.dtype}")
-        self.grad: Optional[np.ndarray] = None
+        self._grad: Optional[np.ndarray] = None
         self._ctx: Optional[Context] = None      # the node that made this Tensor; None: a leaf
         self._retains_grad = False
         self._requires_grad = False
@@ -99,7 +99,7 @@ class Tensor:
             if g is None:               # no gradient reached t (its users returned None)
                 continue
             if t._ctx is None or t._retains_grad:
-                t.grad = np.array(g, copy=True) if t.grad is None else t.grad + g
+                t.grad = np.array(g, copy=True) if t.grad is None else _add(t.grad, g)
             ctx = t._ctx
             if ctx is None:             # a leaf: nothing further back
                 continue
@@ -109,9 +109,35 @@ class Tensor:
             for inp, gi in zip(ctx.inputs, in_grads):
                 if gi is not None:      # accumulate: a Tensor used twice gets the sum
                     prev = grads.get(id(inp))
-                    grads[id(inp)] = gi if prev is None else prev + gi
+                    grads[id(inp)] = gi if prev is None else _add(prev, gi)
             if not retain_graph:
                 ctx.free()
+
+    @property
+    def grad(self) -> Optional[np.ndarray]:
+        """The gradient (an ``np.ndarray`` of ``data``'s shape and dtype) or None. Assigning
+        takes None, an ndarray or a Tensor (its array) of exactly that shape and dtype, as
+        ``torch.Tensor.grad``'s assignment checks.
+
+        Raises:
+            TypeError: assigning anything else (a list, a number).
+            RuntimeError: assigning another shape or dtype.
+        """
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Any) -> None:
+        if value is not None:
+            value = value._data if isinstance(value, Tensor) else value
+            if not isinstance(value, np.ndarray):
+                raise TypeError(f"assigned grad must be an np.ndarray, a Tensor or None, got "
+                                f"{type(value).__name__}")
+            for what, got, want in (("shape", value.shape, self.shape),
+                                    ("dtype", value.dtype, self.dtype)):
+                if got != want:
+                    raise RuntimeError(f"assigned grad has another {what}, {got}, than the "
+                                       f"Tensor's {want}")
+        self._grad = value
 
     @property
     def data(self) -> np.ndarray:
@@ -189,6 +215,12 @@ class Tensor:
         elif self._requires_grad:
             extra += ", requires_grad=True"
         return f"Tensor({body}{extra})"
+
+
+def _add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Two gradients summed; inf + -inf is NaN without NumPy's warning, as PyTorch is silent."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return a + b
 
 
 def toposort(root: Tensor) -> list:
@@ -496,6 +528,9 @@ class Hooks:
 
     def forward_error(self, error):             # a Function's forward raised this ValueError:
         return error                            # the exception to raise instead
+
+    def float_dtype(self):                      # what a float function of an integer or bool
+        return np.dtype(np.float64)             # Tensor (exp, log, /) casts it to
 
 
 hooks = Hooks()

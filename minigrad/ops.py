@@ -119,15 +119,17 @@ class Div(Function):
     def forward(ctx, a, b):
         ctx.save_for_backward(np.asarray(a) if ctx.needs_input_grad[1] else None, np.asarray(b))
         ctx.shapes = _shapes_dtypes(a, b)
-        return np.divide(a, b)
+        with np.errstate(divide="ignore", invalid="ignore"):   # x / 0: inf or NaN, no warning
+            return np.divide(a, b)
 
     @staticmethod
     def backward(ctx, dc):
         a, b = ctx.saved_tensors
         (sa, ta), (sb, tb) = ctx.shapes
         na, nb = ctx.needs_input_grad
-        da = unbroadcast(dc / b, sa, ta) if na else None
-        db = unbroadcast(-dc * a / (b * b), sb, tb) if nb else None
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            da = unbroadcast(dc / b, sa, ta) if na else None
+            db = unbroadcast(-dc * a / (b * b), sb, tb) if nb else None
         return da, db
 
 
@@ -175,43 +177,93 @@ class Exp(Function):
 
     @staticmethod
     def forward(ctx, a):
-        c = np.exp(a)
+        with np.errstate(over="ignore"):                # exp(1000) = inf, no warning
+            c = np.exp(a)
         ctx.save_for_backward(c)
         return c
 
     @staticmethod
     def backward(ctx, dc):
         (c,) = ctx.saved_tensors
-        return dc * c
+        with np.errstate(over="ignore", invalid="ignore"):
+            return dc * c
 
 
 class Log(Function):
-    """c = log(a).   da = dc / a."""
+    """c = log(a).   da = dc / a.   log(0) = -inf, log(-1) = NaN, without a warning."""
 
     @staticmethod
     def forward(ctx, a):
         ctx.save_for_backward(a)
-        return np.log(a)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.log(a)
 
     @staticmethod
     def backward(ctx, dc):
         (a,) = ctx.saved_tensors
-        return dc / a
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return dc / a
 
 
-class Sqrt(Function):
-    """c = sqrt(a).   da = dc / (2 c)."""
+class Log1p(Function):
+    """c = log(1 + a), accurate for small a (``np.log1p``).   da = dc / (1 + a)."""
 
     @staticmethod
     def forward(ctx, a):
-        c = np.sqrt(a)
+        ctx.save_for_backward(a)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.log1p(a)
+
+    @staticmethod
+    def backward(ctx, dc):
+        (a,) = ctx.saved_tensors
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return dc / (1 + a)
+
+
+class Sqrt(Function):
+    """c = sqrt(a).   da = dc / (2 c).   sqrt(-1) = NaN, without a warning."""
+
+    @staticmethod
+    def forward(ctx, a):
+        with np.errstate(invalid="ignore"):
+            c = np.sqrt(a)
         ctx.save_for_backward(c)
         return c
 
     @staticmethod
     def backward(ctx, dc):
         (c,) = ctx.saved_tensors
-        return dc / (2 * c)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return dc / (2 * c)
+
+
+class Sin(Function):
+    """c = sin(a).   da = dc * cos(a)."""
+
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return np.sin(a)
+
+    @staticmethod
+    def backward(ctx, dc):
+        (a,) = ctx.saved_tensors
+        return dc * np.cos(a)
+
+
+class Cos(Function):
+    """c = cos(a).   da = -dc * sin(a)."""
+
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return np.cos(a)
+
+    @staticmethod
+    def backward(ctx, dc):
+        (a,) = ctx.saved_tensors
+        return -dc * np.sin(a)
 
 
 class Tanh(Function):
@@ -597,6 +649,17 @@ def _operands(a, b):
     return engine.hooks.operands(a, b)
 
 
+def _floating(x):
+    """``x`` (a Tensor or an array) as the input of a float function: unchanged when floating,
+    else cast to the engine hook's float dtype (``engine.Hooks.float_dtype``: NumPy's float64
+    here, PyTorch's default float32 once ``minigrad.pytorch_compat`` is imported), through
+    ``Cast`` for a Tensor."""
+    if x.dtype.kind == "f":
+        return x
+    dtype = engine.hooks.float_dtype()
+    return Cast.apply(x, dtype=dtype) if isinstance(x, Tensor) else np.asarray(x, dtype=dtype)
+
+
 # What every class body defines and a Tensor must not take over; ``__hash__`` too: a class
 # that defines ``__eq__`` gets ``__hash__ = None``, and a Tensor keeps object's hash.
 _CLASS_BOOKKEEPING = {"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__",
@@ -645,11 +708,11 @@ class TensorOps:
     def __rmul__(self, other):
         return Mul.apply(*_operands(self, other)[::-1])
 
-    def __truediv__(self, other):
-        return Div.apply(*_operands(self, other))
+    def __truediv__(self, other):       # true division: integers divide as floats
+        return Div.apply(*map(_floating, _operands(self, other)))
 
     def __rtruediv__(self, other):
-        return Div.apply(*_operands(self, other)[::-1])
+        return Div.apply(*map(_floating, _operands(self, other)[::-1]))
 
     def __matmul__(self, other):
         return MatMul.apply(*_operands(self, other))
@@ -666,25 +729,38 @@ class TensorOps:
     def __neg__(self):
         return Neg.apply(self)
 
+    # the float functions: an integer or bool Tensor is cast to a float first (``_floating``)
     def exp(self) -> Tensor:
         """Elementwise e**x."""
-        return Exp.apply(self)
+        return Exp.apply(_floating(self))
 
     def log(self) -> Tensor:
         """Elementwise natural logarithm."""
-        return Log.apply(self)
+        return Log.apply(_floating(self))
+
+    def log1p(self) -> Tensor:
+        """Elementwise log(1 + x), accurate for small x."""
+        return Log1p.apply(_floating(self))
 
     def sqrt(self) -> Tensor:
         """Elementwise square root."""
-        return Sqrt.apply(self)
+        return Sqrt.apply(_floating(self))
+
+    def sin(self) -> Tensor:
+        """Elementwise sine (radians)."""
+        return Sin.apply(_floating(self))
+
+    def cos(self) -> Tensor:
+        """Elementwise cosine (radians)."""
+        return Cos.apply(_floating(self))
 
     def tanh(self) -> Tensor:
         """Elementwise tanh."""
-        return Tanh.apply(self)
+        return Tanh.apply(_floating(self))
 
     def sigmoid(self) -> Tensor:
         """Elementwise logistic sigmoid 1 / (1 + e**-x), stable for large |x|."""
-        return Sigmoid.apply(self)
+        return Sigmoid.apply(_floating(self))
 
     def relu(self) -> Tensor:
         """Elementwise max(x, 0); gradient 0 at x = 0 (PyTorch's convention)."""

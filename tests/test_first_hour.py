@@ -276,3 +276,94 @@ def test_transpose_of_a_0d_tensor_over_dim_0_and_minus_1_is_the_identity():
     assert y.shape == () and y.item() == 3.0 and t.grad == 0.5
     with pytest.raises(IndexError):
         t.transpose(0, 1)
+
+
+# ------------------------------------------------------------------ PyTorch's dtype rules
+# torch 2.13, from its documentation and checked with torch itself: a float function of an
+# integer or bool Tensor gives float32 (the default dtype); sum, abs, relu, square and an
+# integer power keep int64; mean, var, std and softmax of integers raise.
+FLOAT_FUNCTIONS = {
+    "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": lambda a: 1 / np.sqrt(a),
+    "sigmoid": lambda a: 1 / (1 + np.exp(-a)), "tanh": np.tanh, "sin": np.sin, "cos": np.cos,
+    "log1p": np.log1p}
+
+
+@pytest.mark.parametrize("name", sorted(FLOAT_FUNCTIONS))
+@pytest.mark.parametrize("values", [[1, 2, 3], [True, False]])
+def test_a_float_function_of_an_integer_or_bool_tensor_is_float32(name, values):
+    out = getattr(mg.tensor(values), name)()
+    assert out.dtype == np.float32
+    with np.errstate(divide="ignore"):
+        want = FLOAT_FUNCTIONS[name](np.array(values, dtype=np.float64))
+    np.testing.assert_allclose(out.data, want, rtol=1e-6)
+
+
+def test_true_division_and_powers_of_integers_follow_torch():
+    i = mg.tensor([1, 2, 3])
+    for out in (i / i, 1 / i, i / 2, i ** 0.5):
+        assert out.dtype == np.float32
+    np.testing.assert_allclose((i / 2).data, [0.5, 1.0, 1.5])
+    for out in (i ** 2, i.sum(), i.abs(), i.relu(), i.square()):
+        assert out.dtype == np.int64
+    np.testing.assert_array_equal(i.square().data, [1, 4, 9])
+
+
+@pytest.mark.parametrize("call", [lambda t: t.mean(), lambda t: t.var(), lambda t: t.std(),
+                                  lambda t: t.softmax(0), lambda t: t.log_softmax(0)])
+def test_mean_var_std_and_softmax_of_integers_raise_and_say_cast_first(call):
+    with pytest.raises(RuntimeError, match=r"takes a floating Tensor \(cast first: x.float\(\)"):
+        call(mg.tensor([1, 2, 3]))
+
+
+def test_the_casts_a_pytorch_user_types():
+    i = mg.tensor([1, 2, 3])
+    assert i.float().dtype == np.float32 and i.double().dtype == np.float64
+    assert mg.tensor([1.7, -1.7]).long().data.tolist() == [1, -1]     # toward zero, as torch
+    assert i.to("cpu") is i and i.to(np.float64).dtype == np.float64
+    assert i.to(mg.tensor([1.0])).dtype == np.float32 and i.to("cpu", np.float32).dtype == np.float32
+    x = mg.tensor([1.0, 2.0], requires_grad=True)
+    x.double().sum().backward()                                       # through the cast
+    assert x.grad.dtype == np.float32 and x.grad.tolist() == [1.0, 1.0]
+    with pytest.raises(RuntimeError, match="CPU only"):
+        i.to("cuda")
+
+
+def test_all_any_and_rand():
+    assert bool(mg.tensor([1, 2]).all()) and not bool(mg.tensor([0, 2]).all())
+    assert bool(mg.tensor([0.0, 2.0]).any()) and mg.tensor([[0, 1], [0, 0]]).any(dim=1).tolist() \
+        == [True, False]
+    r = mg.rand(2, 3, generator=np.random.default_rng(0))
+    assert r.shape == (2, 3) and r.dtype == np.float32 and 0 <= r.data.min() < r.data.max() < 1
+    np.testing.assert_array_equal(r.data, np.random.default_rng(0).random((2, 3), np.float64)
+                                  .astype(np.float32))
+
+
+@pytest.mark.parametrize("name", ["sin", "cos", "log1p", "square"])
+def test_the_new_functions_have_their_gradient(name):
+    x = Tensor(RNG.uniform(0.2, 2.0, (3, 4)), requires_grad=True)
+    assert gradcheck(_upstream(lambda a: getattr(a, name)(), x), [x], **TOL)
+
+
+def test_grad_assignment_is_checked_as_torch_checks_it():
+    p = mg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    p.grad = mg.ones(3)                                    # a Tensor gives its array
+    assert isinstance(p.grad, np.ndarray) and p.grad.tolist() == [1.0, 1.0, 1.0]
+    p.grad = np.zeros(3, np.float32)
+    p.grad = None
+    for bad, error, what in ((np.ones(4, np.float32), RuntimeError, "shape"),
+                             (np.ones(3), RuntimeError, "dtype"),
+                             ([1.0, 2.0, 3.0], TypeError, "list"), (1.0, TypeError, "float")):
+        with pytest.raises(error, match=what):
+            p.grad = bad
+    assert p.grad is None
+
+
+def test_numpy_warnings_stay_inside_the_ops_where_torch_is_silent():
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # a RuntimeWarning would fail the test
+        x = mg.tensor([0.0, -1.0, 1000.0, 1.0], requires_grad=True)
+        outs = [x.log(), x.sqrt(), x / 0.0, 1.0 / x, x.exp(), x.log1p(), x.rsqrt()]
+        for out in outs:
+            out.sum().backward()
+        assert np.isinf(outs[0].data[0]) and np.isnan(outs[1].data[1]) and np.isinf(outs[4].data[2])

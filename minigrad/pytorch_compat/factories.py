@@ -16,7 +16,7 @@ import numpy as np
 
 from ..engine import Tensor, ValueRuntimeError
 
-__all__ = ["tensor", "zeros", "ones", "full", "zeros_like", "ones_like", "randn", "randint",
+__all__ = ["tensor", "zeros", "ones", "full", "zeros_like", "ones_like", "randn", "rand", "randint",
            "arange"]
 
 DEFAULT_DTYPE = np.dtype(np.float32)
@@ -125,16 +125,27 @@ def randn(*size, generator: Optional[np.random.Generator] = None, dtype=None,
         TypeError: a generator that is not a ``numpy.random.Generator``, or a non-floating dtype.
         ValueRuntimeError: a negative or non-integer size.
     """
-    shape = _size(size, "randn")
-    dt = _dtype(dtype)
+    return _random("randn", size, generator, dtype, requires_grad)
+
+
+def _random(fn, size, generator, dtype, requires_grad):
+    """``randn``'s and ``rand``'s draw, after their checks."""
+    shape, dt = _size(size, fn), _dtype(dtype)
     if dt.kind != "f":
-        raise TypeError(f"randn: dtype must be floating, got {dt}")
+        raise TypeError(f"{fn}: dtype must be floating, got {dt}")
     if generator is None:
         generator = np.random.default_rng()
     if not isinstance(generator, np.random.Generator):
-        raise TypeError(f"randn: generator must be a numpy.random.Generator, got "
+        raise TypeError(f"{fn}: generator must be a numpy.random.Generator, got "
                         f"{type(generator).__name__}")
-    return Tensor(generator.standard_normal(shape).astype(dt), requires_grad=requires_grad)
+    draw = generator.standard_normal if fn == "randn" else generator.random
+    return Tensor(draw(shape).astype(dt), requires_grad=requires_grad)
+
+
+def rand(*size, generator: Optional[np.random.Generator] = None, dtype=None,
+         requires_grad: bool = False) -> Tensor:
+    """Samples uniform on [0, 1) (``torch.rand``); the arguments and errors of ``randn``."""
+    return _random("rand", size, generator, dtype, requires_grad)
 
 
 def randint(low, high=None, size=None, *, generator: Optional[np.random.Generator] = None,

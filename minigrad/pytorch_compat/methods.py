@@ -25,6 +25,14 @@ from ..engine import Tensor, ValueRuntimeError
 from .rules import AxisError, operand, promote, same_dtype, torch_index
 
 
+def floating_only(x, fn):
+    """Raise PyTorch's RuntimeError when ``fn`` (mean, var, softmax, ...) is given an integer
+    or bool Tensor, whose result dtype PyTorch will not guess."""
+    if x.dtype.kind != "f":
+        raise RuntimeError(f"{fn}(): an input of dtype {x.dtype}; {fn} takes a floating Tensor "
+                           f"(cast first: x.float(), x.double(), x.to(dtype))")
+
+
 def plain(x):
     """``x``'s array when ``x`` is a Tensor, else ``x`` unchanged."""
     return x.data if isinstance(x, Tensor) else x
@@ -195,6 +203,62 @@ class TensorMethods:
         """Elementwise 1 / sqrt(x) (``torch.rsqrt``); d/dx = -1 / (2 x**1.5)."""
         return 1 / self.sqrt()
 
+    def square(self) -> "Tensor":
+        """``self * self`` (``torch.square``): an integer Tensor stays integer."""
+        return self * self
+
+    # ---------------------------------------------------------------- casts
+    def to(self, *args, dtype=None, device=None, copy: bool = False) -> "Tensor":
+        """This Tensor in another dtype (``torch.Tensor.to``): ``to(dtype)``, ``to(other)``
+        (other's dtype), ``to("cpu")`` (the one device: itself), ``to("cpu", dtype)``. The cast
+        is differentiable between floating dtypes; the same dtype returns ``self`` unless
+        ``copy``.
+
+        Raises:
+            RuntimeError: a device other than "cpu".
+            TypeError: anything that is not a dtype, a Tensor or a device.
+        """
+        for a in args:
+            if isinstance(a, Tensor):
+                dtype = a.dtype
+            elif isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda", "mps", "meta"):
+                device = a
+            else:
+                dtype = a
+        if device is not None and str(device).split(":")[0] != "cpu":
+            raise RuntimeError(f"to({device!r}): minigrad runs on the CPU only; the one device "
+                               f"is 'cpu'")
+        try:
+            dtype = self.dtype if dtype is None else np.dtype(dtype)
+        except TypeError:
+            raise TypeError(f"to(): expected a dtype, a Tensor or 'cpu', got {dtype!r}") from None
+        if dtype == self.dtype:
+            return self.clone() if copy else self
+        return self.astype(dtype)
+
+    def float(self) -> "Tensor":
+        """``to(float32)`` (``torch.Tensor.float``)."""
+        return self.to(np.float32)
+
+    def double(self) -> "Tensor":
+        """``to(float64)`` (``torch.Tensor.double``)."""
+        return self.to(np.float64)
+
+    def long(self) -> "Tensor":
+        """``to(int64)`` (``torch.Tensor.long``); no gradient flows through it."""
+        return self.to(np.int64)
+
+    # ---------------------------------------------------------------- logical reductions
+    def all(self, dim=None, keepdim: bool = False) -> "Tensor":
+        """Whether every entry (over ``dim``) is nonzero (``torch.all``): a bool Tensor, outside
+        the graph."""
+        return Tensor(np.all(self._data, axis=dim, keepdims=keepdim))
+
+    def any(self, dim=None, keepdim: bool = False) -> "Tensor":
+        """Whether some entry (over ``dim``) is nonzero (``torch.any``): a bool Tensor, outside
+        the graph."""
+        return Tensor(np.any(self._data, axis=dim, keepdims=keepdim))
+
     def clone(self) -> "Tensor":
         """A copy in new memory that stays in the graph: the gradient passes through unchanged
         (``torch.Tensor.clone``). ``detach()`` is the copy that leaves the graph."""
@@ -272,6 +336,7 @@ class TensorMethods:
         engine's ops (the fused, hand-derived one is ``layers.functional.softmax``); ``dtype``
         casts the input first."""
         x = self if dtype is None else self.astype(dtype)
+        floating_only(x, "softmax")
         e = (x - x.detach().max(axis=dim, keepdims=True)).exp()   # shifted: no overflow
         return e / e.sum(dim=dim, keepdim=True)
 
@@ -279,6 +344,7 @@ class TensorMethods:
         """``x - log(sum(exp(x)))`` over ``dim`` (``torch.Tensor.log_softmax``), built from the
         engine's ops; ``dtype`` casts the input first."""
         x = self if dtype is None else self.astype(dtype)
+        floating_only(x, "log_softmax")
         z = x - x.detach().max(axis=dim, keepdims=True)
         return z - z.exp().sum(dim=dim, keepdim=True).log()
 
@@ -290,7 +356,12 @@ class TensorMethods:
         return ops.Sum.apply(self, axis=axis, keepdims=keepdims)
 
     def mean(self, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> "Tensor":
-        """Mean over ``axis``/``dim`` (None, int or tuple; negative allowed), as ``np.mean``."""
+        """Mean over ``axis``/``dim`` (None, int or tuple; negative allowed), as ``np.mean``.
+
+        Raises:
+            RuntimeError: an integer or bool Tensor (``torch.mean``'s "could not infer output
+                dtype": cast first, ``x.float().mean()``)."""
+        floating_only(self, "mean")
         axis, keepdims = axis_keep("mean", axis, keepdims, dim, keepdim, self.ndim)
         return ops.Mean.apply(self, axis=axis, keepdims=keepdims)
 
@@ -305,6 +376,7 @@ class TensorMethods:
         Built from the engine's ops (mean, subtract, multiply, sum), so its gradient is theirs:
         ``2 (x - mean) / (N - correction)`` times the upstream gradient.
         """
+        floating_only(self, "var")
         axis, keepdims = axis_keep("var", axis, keepdims, dim, keepdim, self.ndim)
         correction = 1 if correction is None else correction      # torch: None means 1
         m = self.mean(axis=axis, keepdims=True)

@@ -139,6 +139,10 @@ class PyTorchRules(engine.Hooks):
         return error if isinstance(error, (AxisError, ValueRuntimeError)) else \
             ValueRuntimeError(str(error))
 
+    def float_dtype(self):
+        """PyTorch's default dtype: ``exp``, ``log``, ``/`` of integers or bools give float32."""
+        return np.dtype(np.float32)
+
     def data_set(self, t, old, new):
         """``t.data -= lr * g`` (an in-place update of the same array) bumps the version
         counter, so a backward that saved the old values raises; assigning a new array does not
