@@ -6,7 +6,9 @@ layer of ``layers/`` is one node, named for its pair: ``RMSNormFunction``); one 
 Tensor, with its shape, dtype and whether it requires grad (a name where ``names`` gives one).
 Arrows run from inputs to the operation that used them, in the direction of the forward pass
 (``backward`` walks them the other way), numbered by argument position where an operation has
-more than one input: in ``a - b`` the arrow from ``a`` is 0, from ``b`` 1.
+more than one input: in ``a - b`` the arrow from ``a`` is 0, from ``b`` 1. A small graph runs
+left to right (micrograd's picture); one of more than 20 nodes, a model's, top to bottom, so that
+it reads as a page (the tiny GPT's loss: a 921 x 3112 PNG, where left to right gave 6234 x 360).
 """
 from __future__ import annotations
 
@@ -72,7 +74,8 @@ def to_dot(tensor: Tensor, names=None, max_nodes: int = MAX_NODES) -> str:
                          f"max_nodes=None")
     label = {id(t): n for n, t in (names or {}).items()}
     key = {id(t): f"n{k}" for k, t in enumerate(order)}
-    lines = ["digraph {", "  rankdir=LR;", '  node [fontname="Helvetica", fontsize=10];',
+    rankdir = "LR" if len(order) <= 20 else "TB"   # a deep graph top to bottom, as a page reads
+    lines = ["digraph {", f"  rankdir={rankdir};", '  node [fontname="Helvetica", fontsize=10];',
              '  edge [fontname="Helvetica", fontsize=9];']
     for t in order:
         shape = str(t.shape) if t.shape else "scalar"

@@ -178,7 +178,9 @@ class Diagnostics:
                 if t.dtype != np.float64:
                     raise TypeError(
                         f"gradcheck: input {i} (shape {t.shape}) requires grad but has dtype "
-                        f"{t.dtype}; gradient checks need float64 (use Tensor(x, dtype=np.float64))"
+                        f"{t.dtype}; gradient checks need float64 (x.double().detach()"
+                        f".requires_grad_(), or Tensor(array, dtype=np.float64, "
+                        f"requires_grad=True))"
                     )
                 if not t.is_leaf:
                     raise ValueError(

@@ -103,3 +103,19 @@ def test_draw_dot_names_the_file_asked_for_and_refuses_a_folder(tmp_path):
         with pytest.raises(FileNotFoundError) as err:
             minigrad.draw_dot(out, tmp_path / "missing" / "g.png")
         assert err.value.filename == str(tmp_path / "missing" / "g.png")
+
+
+def test_a_small_graph_runs_left_to_right_and_a_deep_one_top_to_bottom():
+    x = minigrad.Tensor(np.ones(3), requires_grad=True)
+    assert "rankdir=LR;" in minigrad.to_dot((x * 2).sum())
+    y = x
+    for _ in range(12):             # 24 operations: more than 20 nodes
+        y = y * 1.5 + 1.0
+    assert "rankdir=TB;" in minigrad.to_dot(y.sum())
+
+
+def test_gradchecks_float32_hint_works_when_followed():
+    x = minigrad.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(TypeError, match=r"x\.double\(\)\.detach\(\)\.requires_grad_\(\)"):
+        minigrad.gradcheck(lambda a: a * a, [x])
+    assert minigrad.gradcheck(lambda a: a * a, [x.double().detach().requires_grad_()])
