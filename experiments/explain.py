@@ -40,7 +40,8 @@ def explain(name, seed=0, size=None):
         size (int | None): the size ``CASES[name]`` names (None: its default), at least 1.
 
     Returns:
-        dict: ``formula`` (the backward as the derivation ends it), ``inputs`` {name: array},
+        dict: ``formula`` (the backward as the derivation ends it), ``factor`` {gradient: the
+        factor in front of all its terms, multiplied into each}, ``inputs`` {name: array},
         ``quantities`` {name: array} (those the derivation names, from the forward's cache and
         the upstream gradient), ``out``, ``dout``, and ``grads`` {gradient: {"terms": [(label,
         array)], "sum", "backward" (the layer's own), "central" (central differences),
@@ -70,6 +71,7 @@ def explain(name, seed=0, size=None):
                   if k not in (ex.upstream, "out") and isinstance(parts[k], (np.ndarray, np.generic))
                   and not any(np.shape(parts[k]) == np.shape(a) and np.array_equal(parts[k], a)
                               for a in args)}
+    quantities.update({k: np.asarray(f(parts)) for k, f in ex.shown.items()})
     grads = {}
     for j, g in enumerate(ex.grads):
         total = sum(t for _, t in found[g])
@@ -77,16 +79,24 @@ def explain(name, seed=0, size=None):
         grads[g] = {"terms": found[g], "sum": total, "backward": right[j], "central": central,
                     "max_error": float(np.max(np.abs(total - central), initial=0.0))}
     return {"name": name, "title": ex.title, "section": ex.section, "seed": seed, "size": size,
-            "size_is": what, "formula": EXERCISES[name].formula, "upstream": ex.upstream, "inputs": inputs,
+            "size_is": what, "formula": ex.formula, "factor": ex.factor, "upstream": ex.upstream,
+            "inputs": inputs,
             "kwargs": kwargs, "quantities": quantities, "out": out, "dout": dout, "grads": grads}
 
 
 def _fmt(a):
+    """An array as printed: 4 decimals, or 4 significant digits (1.234e-04) when its largest
+    entry is below 0.01, so that small values keep their digits."""
     a = np.asarray(a)
-    if a.dtype.kind != "i":
-        a = np.round(a.astype(float), 4) + 0.0     # + 0.0: a -0.00001 shows as 0.0000, not -0.0000
-    return np.array2string(a, precision=4, suppress_small=True,
-                           floatmode="fixed", max_line_width=100)
+    if a.dtype.kind == "i":
+        return np.array2string(a, max_line_width=100)
+    a = a.astype(float)
+    if 0 < np.max(np.abs(a), initial=0) < 0.01:
+        return np.array2string(a, max_line_width=100,
+                               formatter={"float_kind": lambda v: f"{v + 0.0: .3e}"})
+    a = np.round(a, 4) + 0.0     # + 0.0: a -0.00001 shows as 0.0000, not -0.0000
+    return np.array2string(a, precision=4, suppress_small=True, floatmode="fixed",
+                           max_line_width=100)
 
 
 def report(e):
@@ -107,8 +117,9 @@ def report(e):
                       "upstream gradient):"]
         lines += [row(k, v) for k, v in e["quantities"].items()]
     for g, d in e["grads"].items():
-        lines += ["", f"{g}, term by term (each as it enters {g}, with any factor in front of "
-                      f"them all):"]
+        factor = e["factor"].get(g)
+        lines += ["", f"{g}, term by term" + (f" (each times {factor}, the factor in front of them "
+                                              f"all):" if factor else ":")]
         lines += [row(label, t) for label, t in d["terms"]]
         lines += [row("sum of the terms", d["sum"]),
                   row("the layer's backward", d["backward"]),

@@ -57,3 +57,23 @@ def test_every_size_the_option_takes_works_for_every_layer(size):
         e = explain(name, 0, size)
         assert all(d["max_error"] < 1e-6 for d in e["grads"].values()), (name, size)
     assert explain("embedding", 0, 3)["inputs"]["idx"].tolist() == [1, 0, 1]   # [1, 3, 1] mod V
+
+
+def test_the_heading_names_the_common_factor_and_attention_shows_dp_and_ds():
+    lines = report(explain("layernorm"))
+    assert "dx, term by term (each times rstd, the factor in front of them all):" in lines
+    assert "dweight, term by term:" in lines
+    assert "dlogits, term by term (each times dloss / N" in "\n".join(report(explain("cross_entropy")))
+    e = explain("attention")
+    dP = e["dout"] @ np.swapaxes(e["inputs"]["v"], -1, -2)
+    np.testing.assert_allclose(e["quantities"]["dP = dout v^T"], dP)
+    P = e["quantities"]["P"]
+    dS = P * dP - P * np.sum(P * dP, axis=-1, keepdims=True)
+    np.testing.assert_allclose(e["quantities"]["dS = P * dP - P rowsum(P * dP)"], dS)
+
+
+def test_small_values_keep_four_significant_digits():
+    text = "\n".join(report(explain("swiglu")))
+    out = explain("swiglu")["out"]
+    assert np.max(np.abs(out)) < 0.01            # the case this is about
+    assert f"{out.ravel()[0]: .3e}" in text

@@ -55,7 +55,9 @@ class Exercise:
     ``(gradient, term from 1, factor)``, a term left out (0) or its sign flipped (-1);
     ``gradcheck`` ``{label: (fn, *inputs)}`` (an input a shape or a function of the generator);
     ``functional`` and ``module_class`` its names in layers.functional and layers.modules (None
-    where it has no Module).
+    where it has no Module); for explain, ``factor`` per gradient the factor in front of all
+    its terms, multiplied into each ("rstd"), and ``shown`` the quantities its formula names
+    that no term reads whole (attention's dP and dS), ``p -> array``.
 
     Raises:
         TypeError: a row without one of the ``REQUIRED`` faces.
@@ -83,6 +85,8 @@ class Exercise:
     gradcheck: Dict[str, tuple] = field(default_factory=dict)
     functional: str = ""
     module_class: Optional[str] = None
+    factor: Dict[str, str] = field(default_factory=dict)
+    shown: Dict[str, Callable] = field(default_factory=dict)
 
     def __post_init__(self):
         missing = [f for f in REQUIRED if not getattr(self, f)]
@@ -276,7 +280,7 @@ EXERCISES = {ex.name: ex for ex in (
              breaks=(('dx', 2, 0), ('dx', 3, 0)),
              gradcheck={'layer_norm': (lambda x, w, b: F.layer_norm(x, 8, w, b), (2, 4, 8), gain(8),
                      gaussian(8, scale=0.5))},
-             functional='layer_norm', module_class='LayerNorm'),
+             functional='layer_norm', module_class='LayerNorm', factor={"dx": "rstd"}),
     Exercise("rmsnorm", "RMSNorm", "RMSNorm: dx, dweight; LayerNorm without the mean", "rmsnorm",
              ("x", "weight"), ("x", "weight"), _norm_cases(
                  0, 1e-6, "x (3, 6), small rows (mean(x^2) ~ 1e-8, eps = 1e-6)",
@@ -305,7 +309,7 @@ EXERCISES = {ex.name: ex for ex in (
                  "dweight = sum over rows of dout * xhat",
              breaks=(('dx', 2, 0),),
              gradcheck={'rms_norm': (lambda x, w: F.rms_norm(x, 8, w, eps=1e-6), (2, 4, 8), gain(8))},
-             functional='rms_norm', module_class='RMSNorm'),
+             functional='rms_norm', module_class='RMSNorm', factor={"dx": "rstd"}),
     Exercise("gelu", "GELU (tanh form)", "GELU, tanh form: dx; the product and the chain rule",
              "gelu", ("x",), ("x",), _elementwise_cases, _entries,
              {"k = sqrt(2/pi)": GELU_K, "c = 0.044715": GELU_C}, ("GELU_K", "GELU_C"),
@@ -337,7 +341,7 @@ EXERCISES = {ex.name: ex for ex in (
              breaks=(('dx', 3, 0),),
              gradcheck={'gelu': (lambda x: F.gelu(x, approximate="tanh"), gaussian(2, 4, 8, scale=2)),
                  'gelu (exact erf)': (F.gelu, gaussian(2, 4, 8, scale=2))},
-             functional='gelu', module_class=None),
+             functional='gelu', module_class=None, factor={"dx": "dout"}),
     Exercise("relu2", "ReLU²", "ReLU²: dx of max(x, 0)^2", "relu", ("x",), ("x",),
              _elementwise_cases, _entries, study="activations",
              derivation=(lambda dout, r: {"dout": dout, "r": r,
@@ -356,7 +360,7 @@ EXERCISES = {ex.name: ex for ex in (
              formula="dx = dout * 2 r, r = max(x, 0)",
              breaks=(('dx', 1, -1),),
              gradcheck={'relu2': (F.relu2, off_zero(2, 4, 8))},
-             functional='relu2', module_class=None),
+             functional='relu2', module_class=None, factor={"dx": "dout"}),
     Exercise("silu", "SiLU", "SiLU: dx of x sigmoid(x), in the saved sigmoid", "silu", ("x",),
              ("x",), _elementwise_cases, _entries, helpers=("sigmoid_stable",), study=None,
              derivation=(lambda dout, c: {"dout": dout, "x": c[0], "s": c[1], "1 - s": lambda p: 1 - p["s"],
@@ -379,7 +383,7 @@ EXERCISES = {ex.name: ex for ex in (
              formula="dx = dout * (s + x s (1 - s)), s = sigmoid(x)",
              breaks=(('dx', 2, 0),),
              gradcheck={'silu': (F.silu, gaussian(2, 4, 8, scale=2))},
-             functional='silu', module_class=None),
+             functional='silu', module_class=None, factor={"dx": "dout"}),
     Exercise("swiglu", "SwiGLU", "SwiGLU: dx, dw_gate, dw_up, dw_down of a gated MLP", "swiglu",
              ("x", "w_gate", "w_up", "w_down"), ("x", "w_gate", "w_up", "w_down"), _swiglu_cases,
              _rows_and("C features", **{"H hidden": 0, "O outputs": 2}),
@@ -505,7 +509,7 @@ EXERCISES = {ex.name: ex for ex in (
                      targets_one_ignored),
                  'cross_entropy (none, ignore_index, label_smoothing)': (cross_entropy("none"), (6, 11),
                      targets_one_ignored)},
-             functional='cross_entropy', module_class=None),
+             functional='cross_entropy', module_class=None, factor={"dlogits": "dloss / N"}),
     Exercise("attention", "Attention", "attention: dq, dk, dv of softmax(q k^T / sqrt(hs)) v",
              "attention", ("q", "k", "v"), ("q", "k", "v"), _attention_cases,
              lambda q, k, v, **_: {"hs entries of a head": q.shape[-1], "T positions": q.shape[-2]},
@@ -537,7 +541,10 @@ EXERCISES = {ex.name: ex for ex in (
              gradcheck={'scaled_dot_product_attention (causal)': (
                      lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), *[(2, 2, 5, 4)] * 3),
                  'scaled_dot_product_attention': (F.scaled_dot_product_attention, *[(2, 2, 5, 4)] * 3)},
-             functional='scaled_dot_product_attention', module_class='CausalSelfAttention'),
+             functional='scaled_dot_product_attention', module_class='CausalSelfAttention',
+             shown={"dP = dout v^T": lambda p: p["dout"] @ np.swapaxes(p["v"], -1, -2),
+                    "dS = P * dP - P rowsum(P * dP)":
+                        lambda p: p["P * dP"] - p["P rowsum(P * dP)"]}),
     Exercise("linear", "Linear", "linear: dx, dweight, dbias of x W^T + b", "linear",
              ("x", "weight", "bias"), ("x", "weight", "bias"), lambda r: [
                  (f"x {x}{label}, weight {(O, x[-1])}", (r.standard_normal(x), 0.5 *
