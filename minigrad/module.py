@@ -1,12 +1,14 @@
 """``Parameter``, ``Module`` and ``ModuleList``: PyTorch's ``torch.nn`` containers, minimal.
 
-A Module registers the Parameters and sub-Modules assigned to its attributes, in assignment
-order, and names them with PyTorch's dotted names (``blocks.0.attn.c_attn.weight``).
+A Module registers, in assignment order, the Parameters and sub-Modules assigned to its
+attributes and the buffers given to ``register_buffer`` (state that is not learned: BatchNorm's
+running statistics), and names them with PyTorch's dotted names
+(``blocks.0.attn.c_attn.weight``, ``bn.running_mean``).
 """
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Dict, Iterator, Tuple
+from typing import Dict, Iterator, Optional, Tuple
 
 import numpy as np
 
@@ -41,14 +43,22 @@ class Module:
 
     def __init__(self) -> None:
         object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_non_persistent_buffers", set())
         object.__setattr__(self, "_modules", OrderedDict())
         object.__setattr__(self, "training", True)
 
     def __setattr__(self, name: str, value) -> None:
         if "_parameters" not in self.__dict__:
             raise AttributeError("call super().__init__() before assigning attributes to a Module")
-        self._parameters.pop(name, None)
-        self._modules.pop(name, None)
+        if name in self._buffers and not isinstance(value, (Parameter, Module)):
+            if value is not None and not isinstance(value, Tensor):   # a buffer stays a buffer
+                raise TypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}' "
+                                f"(minigrad.Tensor or None expected)")
+            self._buffers[name] = value
+            object.__setattr__(self, name, value)
+            return
+        self._forget(name)
         if isinstance(value, Parameter):
             self._parameters[name] = value
         elif isinstance(value, Module):
@@ -56,9 +66,54 @@ class Module:
         object.__setattr__(self, name, value)
 
     def __delattr__(self, name: str) -> None:
-        self._parameters.pop(name, None)
-        self._modules.pop(name, None)
+        self._forget(name)
         object.__delattr__(self, name)
+
+    def _forget(self, name: str) -> None:
+        """Unregister ``name`` as a parameter, buffer or sub-module."""
+        self._parameters.pop(name, None)
+        self._buffers.pop(name, None)
+        self._non_persistent_buffers.discard(name)
+        self._modules.pop(name, None)
+
+    def register_buffer(self, name: str, tensor: Optional[Tensor], persistent: bool = True) -> None:
+        """Register ``tensor`` as the buffer ``name`` (``torch.nn.Module.register_buffer``): state
+        of the module that is not a parameter (no gradient, no optimizer step), such as
+        BatchNorm's running statistics, updated in place by the module itself.
+
+        It becomes the attribute ``name``; ``buffers``/``named_buffers`` list it and, when
+        ``persistent``, ``state_dict`` saves it under its dotted name (after the module's own
+        parameters, as PyTorch) and ``load_state_dict`` restores it. A buffer of None is
+        registered but listed and saved nowhere (BatchNorm's statistics when it tracks none).
+        Assigning a Tensor or None to the attribute later replaces the buffer.
+
+        Args:
+            name (str): the attribute's name.
+            tensor (Tensor | None): the buffer (any dtype: ``num_batches_tracked`` is int64).
+            persistent (bool): whether ``state_dict`` holds it (default True).
+
+        Raises:
+            TypeError: a name that is not a str, or a tensor that is neither a Tensor nor None.
+            KeyError: an empty name, a name with ".", or the name of an attribute that is not a
+                buffer (PyTorch's messages and exception types).
+        """
+        if not isinstance(name, str):
+            raise TypeError(f"buffer name should be a string. Got {type(name).__name__}")
+        if "." in name:
+            raise KeyError('buffer name can\'t contain "."')
+        if name == "":
+            raise KeyError('buffer name can\'t be empty string ""')
+        if hasattr(self, name) and name not in self._buffers:
+            raise KeyError(f"attribute '{name}' already exists")
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
+                            f"(minigrad.Tensor or None required)")
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent_buffers.discard(name)
+        else:
+            self._non_persistent_buffers.add(name)
+        object.__setattr__(self, name, tensor)
 
     def forward(self, *args, **kwargs):  # pragma: no cover
         """The computation; subclasses override it."""
@@ -87,21 +142,43 @@ class Module:
         for _, m in self.named_modules():
             yield m
 
+    def _named(self, members, prefix: str = "") -> Iterator[Tuple[str, Tensor]]:
+        """``(dotted_name, Tensor)`` of ``members(module)`` (pairs ``(name, Tensor or None)``)
+        for every module, depth first; a Tensor shared by two modules once, under its first
+        name (PyTorch's ``remove_duplicate=True``); None left out."""
+        seen = set()
+        for mname, m in self.named_modules(prefix):
+            for name, t in members(m):
+                if t is None or id(t) in seen:
+                    continue
+                seen.add(id(t))
+                yield (f"{mname}.{name}" if mname else name), t
+
     def named_parameters(self, prefix: str = "") -> Iterator[Tuple[str, Parameter]]:
         """Yield ``(dotted_name, parameter)``; a parameter shared by two modules is yielded once,
         under its first name (PyTorch's ``remove_duplicate=True``)."""
-        seen = set()
-        for mname, m in self.named_modules(prefix):
-            for pname, p in m._parameters.items():
-                if id(p) in seen:
-                    continue
-                seen.add(id(p))
-                yield (f"{mname}.{pname}" if mname else pname), p
+        return self._named(lambda m: m._parameters.items(), prefix)
 
     def parameters(self) -> Iterator[Parameter]:
         """Yield each distinct parameter once."""
         for _, p in self.named_parameters():
             yield p
+
+    def named_buffers(self, prefix: str = "") -> Iterator[Tuple[str, Tensor]]:
+        """Yield ``(dotted_name, buffer)`` for every buffer that holds a Tensor, persistent or
+        not (``torch.nn.Module.named_buffers``); a shared one once, under its first name."""
+        return self._named(lambda m: m._buffers.items(), prefix)
+
+    def buffers(self) -> Iterator[Tensor]:
+        """Yield each distinct buffer once (``torch.nn.Module.buffers``)."""
+        for _, b in self.named_buffers():
+            yield b
+
+    def _named_state(self) -> Iterator[Tuple[str, Tensor]]:
+        """What ``state_dict`` holds: module by module, depth first, its parameters, then its
+        persistent buffers (PyTorch's order); each Tensor once."""
+        return self._named(lambda m: [*m._parameters.items(), *(
+            (n, b) for n, b in m._buffers.items() if n not in m._non_persistent_buffers)])
 
     def num_parameters(self) -> int:
         """Number of scalar parameters, each shared array counted once."""
@@ -134,18 +211,21 @@ class Module:
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> Dict[str, np.ndarray]:
-        """Map each parameter's dotted name to a copy of its array (shared ones once).
+        """Map the dotted name of each parameter and persistent buffer to a copy of its array
+        (shared ones once), in PyTorch's order: module by module, depth first, its parameters
+        then its buffers (``bn.weight``, ``bn.bias``, ``bn.running_mean``, ...).
 
         Returns:
             OrderedDict[str, np.ndarray]
         """
-        return OrderedDict((name, p.data.copy()) for name, p in self.named_parameters())
+        return OrderedDict((name, t.data.copy()) for name, t in self._named_state())
 
     def load_state_dict(self, state_dict, strict: bool = True) -> None:
-        """Copy arrays into the parameters, in place (``torch.nn.Module.load_state_dict``).
+        """Copy arrays into the parameters and persistent buffers, in place
+        (``torch.nn.Module.load_state_dict``).
 
         Every key and shape is checked before anything is copied, so a failed load leaves the
-        parameters as they were. Arrays are cast to each parameter's dtype.
+        module as it was. Arrays are cast to each parameter's or buffer's dtype.
 
         Args:
             state_dict: mapping name -> array-like (or Tensor).
@@ -158,7 +238,7 @@ class Module:
                 only); ``size mismatch for X: copying a param with shape (9,) from checkpoint,
                 the shape in current model is (8,).``
         """
-        own = dict(self.named_parameters())
+        own = dict(self._named_state())
         values = {name: (v.data if isinstance(v, Tensor) else np.asarray(v))
                   for name, v in state_dict.items() if name in own}
         missing = [f'"{k}"' for k in own if k not in state_dict]
@@ -176,9 +256,9 @@ class Module:
             raise ValueError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
                              + "\n\t".join(errors))
         for name, value in values.items():
-            p = own[name]
-            p._data[...] = value.astype(p.dtype, copy=False)
-            engine.hooks.modified(p)
+            t = own[name]
+            t._data[...] = value.astype(t.dtype, copy=False)
+            engine.hooks.modified(t)
 
     def extra_repr(self) -> str:
         """The module's own settings, shown inside its repr's parentheses
