@@ -79,19 +79,21 @@ def matrix_input(t: Any, name: str, fn: str, layout: str,
     return t, a
 
 
-def norm_param(t: Any, name: str, xa: np.ndarray, fn: str, fill: float) -> Any:
-    """The operand of a norm's gain or bias, (C,) for x's array ``xa`` of shape (..., C); for
-    None, the constant ``fill`` (1 for a gain, 0 for a bias: PyTorch's ``weight=None``).
+def norm_param(t: Any, name: str, xa: np.ndarray, fn: str, fill: float, axis: int = -1) -> Any:
+    """The operand of a norm's gain or bias, (C,) for x's array ``xa`` whose ``axis`` has size
+    C (the last, (..., C), for LayerNorm and RMSNorm; 1, (N, C, *), for BatchNorm); for None,
+    the constant ``fill`` (1 for a gain, 0 for a bias: PyTorch's ``weight=None``).
 
     Raises:
         TypeError: a non-floating dtype, or not x's dtype.
         ValueError: a shape other than (C,).
     """
-    C = xa.shape[-1]
+    C = xa.shape[axis]
     if t is None:
         return np.full(C, fill, dtype=xa.dtype)
     t, a = float_input(t, name, fn)
-    shape_is(a, (C,), name, fn, f" to match the last axis of x (x has shape {xa.shape})")
+    which = "the last axis" if axis == -1 else f"axis {axis}"
+    shape_is(a, (C,), name, fn, f" to match {which} of x (x has shape {xa.shape})")
     same_dtype(a, name, xa, "x", fn)
     return t
 
@@ -153,6 +155,77 @@ def module_input(t: Any, weight: Any, shape: Tuple[int, ...], fn: str) -> Any:
         shown = ", ".join(str(n) for n in shape)
         raise ValueError(f"{fn}: input has shape {a.shape}, expected (*, {shown})")
     return t
+
+
+def channel_input(t: Any, fn: str) -> Tuple[Any, np.ndarray]:
+    """``float_input`` for a batch norm's input (N, C, *): at least 2 axes, the channels on
+    axis 1.
+
+    Raises:
+        TypeError: a non-floating dtype.
+        ValueError: fewer than 2 axes.
+    """
+    t, a = float_input(t, "input", fn)
+    if a.ndim < 2:
+        raise ValueError(f"{fn}: input must be (N, C, *), with at least 2 axes (the channels on "
+                         f"axis 1), got shape {a.shape}")
+    return t, a
+
+
+def batch_norm_input(t: Any, num_features: int, like: Optional[Tensor], fn: str) -> Any:
+    """The operand of ``BatchNorm1d``'s input, checked as ``torch.nn.BatchNorm1d`` checks it:
+    floating, (N, C) or (N, C, L) with C = ``num_features``, and of the dtype of ``like`` (the
+    Module's weight or running_mean; None, a Module with neither: any floating dtype).
+
+    Raises:
+        TypeError: a non-floating dtype, or not the Module's.
+        ValueError: neither 2-D nor 3-D (PyTorch's "expected 2D or 3D input (got 4D input)"),
+            or C other than num_features.
+    """
+    t, a = float_input(t, "input", fn)
+    if a.ndim not in (2, 3):
+        raise ValueError(f"{fn}: expected 2D or 3D input (got {a.ndim}D input)")
+    if like is not None and a.dtype != like.dtype:
+        raise TypeError(f"{fn}: input is {a.dtype} but the module is {like.dtype}; use one dtype")
+    if a.shape[1] != num_features:
+        raise ValueError(f"{fn}: input has shape {a.shape}, expected (N, {num_features}) or "
+                         f"(N, {num_features}, L) (num_features = {num_features} on axis 1)")
+    return t
+
+
+def running_stat(t: Any, name: str, xa: np.ndarray, fn: str) -> Optional[Tensor]:
+    """A batch norm's ``running_mean`` or ``running_var``: None, or a Tensor (an ndarray is
+    wrapped without a copy, so that it too is updated in place) of shape (C,) for the input's
+    array ``xa`` (N, C, *) and of its dtype.
+
+    Raises:
+        TypeError: neither a Tensor, an ndarray nor None; a dtype other than the input's.
+        ValueError: a shape other than (C,).
+    """
+    if t is None:
+        return None
+    if not isinstance(t, (Tensor, np.ndarray)):
+        raise TypeError(f"{fn}: {name} must be a Tensor (updated in place when training) or "
+                        f"None, got {type(t).__name__}")
+    t = t if isinstance(t, Tensor) else Tensor(t)
+    shape_is(t.data, (xa.shape[1],), name, fn, f" (one per channel: input has shape {xa.shape})")
+    same_dtype(t.data, name, xa, "input", fn)
+    return t
+
+
+def values_per_channel(xa: np.ndarray, fn: str) -> int:
+    """The number m of values a channel's batch statistics run over in the input's array
+    ``xa`` (N, C, *): N times the sizes after the channel axis. It must be more than 1: one
+    value has no variance (its xhat is 0), as PyTorch checks when training.
+
+    Raises:
+        ValueError: m <= 1, with PyTorch's message (an empty batch, m = 0, too).
+    """
+    m = xa.shape[0] * int(np.prod(xa.shape[2:]))
+    if m <= 1:
+        raise ValueError(f"{fn}: Expected more than 1 value per channel when training, got "
+                         f"input size {xa.shape}")
+    return m
 
 
 def last_dim(a: np.ndarray, fn: str, what: str, name: str = "x") -> int:

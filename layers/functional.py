@@ -22,12 +22,13 @@ from minigrad import Tensor, broadcast_to
 
 from . import rope
 from .attention import AttentionFunction, MaskedAttentionFunction, MultiHeadAttentionFunction
-from .checks import (alias, attention_mask, axis_index, boolean, check_eps, choice,
-                     class_weight, divides, even_head_dim, finite_number, flat_param,
+from .batchnorm import BatchNormEvalFunction, BatchNormFunction, stat_axes
+from .checks import (alias, attention_mask, axis_index, boolean, channel_input, check_eps,
+                     choice, class_weight, divides, even_head_dim, finite_number, flat_param,
                      float_dtype, float_input, index_range, int_input, integer, last_dim,
                      matrix_input, norm_param, normalized_axes, not_implemented, packed_qkv,
-                     positive_int, positive_number, qkv_shapes, rope_table, same_dtype,
-                     sequence_input, shape_is, unit_interval)
+                     positive_int, positive_number, qkv_shapes, rope_table, running_stat,
+                     same_dtype, sequence_input, shape_is, unit_interval, values_per_channel)
 from .cross_entropy import CrossEntropyFunction
 from .embedding import EmbeddingFunction
 from .gelu import GELUErfFunction, GELUFunction
@@ -41,13 +42,81 @@ from .softmax import LogSoftmaxFunction, SoftmaxFunction
 from .swiglu import SwiGLUFunction
 
 __all__ = [
-    "layer_norm", "rms_norm", "gelu", "relu", "relu2", "silu", "swiglu", "softmax", "log_softmax",
-    "cross_entropy", "apply_rope", "build_rope_cache", "scaled_dot_product_attention",
-    "multi_head_attention", "linear", "embedding",
+    "batch_norm", "layer_norm", "rms_norm", "gelu", "relu", "relu2", "silu", "swiglu", "softmax",
+    "log_softmax", "cross_entropy", "apply_rope", "build_rope_cache",
+    "scaled_dot_product_attention", "multi_head_attention", "linear", "embedding",
 ]
 
 
 # ------------------------------------------------------------------------------------ norms
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training: bool = False,
+               momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Batch normalization of each channel (``torch.nn.functional.batch_norm``, same signature
+    and defaults; Ioffe & Szegedy 2015, Algorithms 1 and 2).
+
+    ``training=True``: each channel is normalised with the mean and biased variance of its
+    values in this batch (every axis but axis 1), and, when running statistics are given, they
+    are updated in place with PyTorch's momentum,
+    ``running = (1 - momentum) * running + momentum * batch``, from the batch mean and the
+    UNBIASED batch variance (m / (m - 1) times the biased one, m values a channel: the paper's
+    Algorithm 2, step 10). ``training=False``: the running statistics are the mean and
+    variance, constants: an affine map of the input.
+
+    Args:
+        input: Tensor (or array, taken as a constant) of shape (N, C, *) ((N, C) or (N, C, L)
+            for BatchNorm1d), float32 or float64; the channels on axis 1.
+        running_mean, running_var: (C,) Tensors of input's dtype (an ndarray is updated in place
+            too), or None (both): in training, nothing to update; in eval, refused.
+        weight: gain of shape (C,) and input's dtype (a plain array is a constant); None means 1.
+        bias: shift, as weight; None means 0.
+        training (bool): batch statistics (True) or running statistics (False, the default).
+        momentum (float): in [0, 1], the weight of this batch in the running statistics
+            (default 0.1, PyTorch's).
+        eps (float): added to the variance: >= 0, and > 0 when training (default 1e-5).
+
+    Returns:
+        Tensor of input's shape and dtype; one graph node with gradients for input, weight and
+        bias (none for the running statistics).
+
+    Raises:
+        TypeError: a non-floating dtype, weight, bias or running statistics of a dtype other
+            than input's, running statistics neither Tensors nor ndarrays, a non-bool training.
+        ValueError: input with fewer than 2 axes; weight, bias or running statistics not of
+            shape (C,); only one of running_mean and running_var; no running statistics with
+            training=False; a momentum outside [0, 1]; a bad eps (or 0 when training); when
+            training, one value per channel or none (PyTorch's "Expected more than 1 value per
+            channel when training, got input size ...").
+    """
+    fn = "batch_norm"
+    x, xa = channel_input(input, fn)
+    running_mean = running_stat(running_mean, "running_mean", xa, fn)
+    running_var = running_stat(running_var, "running_var", xa, fn)
+    if (running_mean is None) != (running_var is None):
+        raise ValueError(f"{fn}: running_mean and running_var must either both be None or "
+                         f"neither be None")
+    weight = norm_param(weight, "weight", xa, fn, fill=1.0, axis=1)
+    bias = norm_param(bias, "bias", xa, fn, fill=0.0, axis=1)
+    training = boolean(training, "training", fn)
+    momentum = unit_interval(momentum, "momentum", fn)
+    eps = check_eps(eps, fn)
+    if not training:
+        if running_mean is None:
+            raise ValueError(f"{fn}: running_mean and running_var must be given when "
+                             f"training=False (they are the statistics eval normalises with)")
+        return BatchNormEvalFunction.apply(x, running_mean.data, running_var.data, weight, bias,
+                                           eps=eps)
+    values_per_channel(xa, fn)
+    if eps == 0:
+        raise ValueError(f"{fn}: eps must be positive when training, got {eps}")
+    out = BatchNormFunction.apply(x, weight, bias, eps=eps)
+    if running_mean is not None:      # PyTorch's momentum, and the unbiased batch variance
+        mean = np.mean(xa, axis=stat_axes(xa))                  # (C,)
+        var = np.var(xa, axis=stat_axes(xa), ddof=1)            # (C,) divided by m - 1
+        running_mean.copy_((1 - momentum) * running_mean.data + momentum * mean)
+        running_var.copy_((1 - momentum) * running_var.data + momentum * var)
+    return out
+
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
     """Layer normalization over the last axes (``torch.nn.functional.layer_norm``, same

@@ -1,6 +1,6 @@
 """``layers.modules``: the layers as Modules under PyTorch's names, layouts and init
-(``torch.nn``): ``LayerNorm``, ``Identity``, ``RMSNorm``, ``Linear``, ``Embedding``, ``MLP``,
-``SwiGLU``, ``CausalSelfAttention``.
+(``torch.nn``): ``LayerNorm``, ``Identity``, ``RMSNorm``, ``BatchNorm1d``, ``Linear``,
+``Embedding``, ``MLP``, ``SwiGLU``, ``CausalSelfAttention``.
 
 The Modules named after PyTorch's take PyTorch's positional parameters in PyTorch's order
 (``LayerNorm(normalized_shape, eps, elementwise_affine, bias)``, ``Linear(in_features,
@@ -8,10 +8,12 @@ out_features, bias)``, ...); what is ours (``rng``, ``dtype``, ``backward``) is 
 ``forward``'s argument has PyTorch's name. A Module checks its arguments once, at construction
 (calls into ``checks.py``); its ``forward`` checks the input against the Module (one call,
 ``module_input``: the parameters' dtype and last axes, as PyTorch's; ``Embedding``'s, the
-indices) and applies the layer's ``Function`` (``layers/<name>.py``). ``backward=`` puts
-another backward of the same signature in place of the layer's own:
-``from_pair(<name>_forward, backward)``. A fixed ``rng`` gives a fixed model: each Module draws
-its weights in the order its constructor creates them.
+indices) and applies the layer's ``Function`` (``layers/<name>.py``); ``BatchNorm1d``'s calls
+``functional.batch_norm``, which also keeps its running statistics, as PyTorch's does.
+``backward=`` puts another backward of the same signature in place of the layer's own:
+``from_pair(<name>_forward, backward)`` (not offered by ``BatchNorm1d``, whose two modes have a
+pair each). A fixed ``rng`` gives a fixed model: each Module draws its weights in the order its
+constructor creates them.
 """
 from __future__ import annotations
 
@@ -22,10 +24,12 @@ import numpy as np
 
 from minigrad import Module, Parameter, Tensor, from_pair
 
+from . import functional as F
 from .attention import (AttentionFunction, MultiHeadAttentionFunction, attention_forward,
                         multi_head_attention_backward, multi_head_attention_forward)
-from .checks import (boolean, check_eps, divides, even_head_dim, float_dtype, generator,
-                     index_range, int_input, module_input, not_implemented, positive_int, sizes)
+from .checks import (batch_norm_input, boolean, check_eps, divides, even_head_dim, float_dtype,
+                     generator, index_range, int_input, module_input, not_implemented,
+                     positive_int, sizes, unit_interval)
 from .embedding import EmbeddingFunction, embedding_forward
 from .gelu import GELUFunction, gelu_forward
 from .layernorm import LayerNormFunction, layernorm_forward
@@ -35,8 +39,8 @@ from .rmsnorm import RMSNormFunction, rmsnorm_forward
 from .rope import RoPEFunction, build_rope_cache, rope_forward
 from .swiglu import SwiGLUFunction, swiglu_forward
 
-__all__ = ["Identity", "LayerNorm", "RMSNorm", "Linear", "Embedding", "SwiGLU", "MLP",
-           "CausalSelfAttention"]
+__all__ = ["Identity", "LayerNorm", "RMSNorm", "BatchNorm1d", "Linear", "Embedding", "SwiGLU",
+           "MLP", "CausalSelfAttention"]
 
 
 def _function(function, forward, backward):
@@ -166,6 +170,87 @@ class RMSNorm(Module):
         """PyTorch's: ``RMSNorm((8,), eps=None, elementwise_affine=True)``."""
         return (f"{self.normalized_shape}, eps={self.eps}, "
                 f"elementwise_affine={self.elementwise_affine}")
+
+
+class BatchNorm1d(Module):
+    """``batch_norm`` as a Module (``torch.nn.BatchNorm1d``, its parameters in its order; Ioffe &
+    Szegedy 2015): gain ``weight`` = 1 and ``bias`` = 0 of shape (num_features,), and the
+    buffers ``running_mean`` = 0, ``running_var`` = 1 (num_features,) and
+    ``num_batches_tracked`` = 0 (0-d int64), saved by ``state_dict`` under PyTorch's names.
+
+    In training (``train()``, the default) each channel is normalised with its batch mean and
+    biased variance; every call adds 1 to ``num_batches_tracked`` and moves the running
+    statistics toward the batch's, in place:
+    ``running = (1 - momentum) * running + momentum * batch``, the variance unbiased. In eval
+    (``eval()``) the running statistics normalise: an affine map, the same for every batch.
+
+    Args:
+        num_features (int): C, the channels (axis 1 of the input).
+        eps (float): added to the variance, default 1e-5 (PyTorch's).
+        momentum (float | None): in [0, 1], the weight of each batch in the running statistics
+            (default 0.1); None: their cumulative average, batch k weighing 1/k (PyTorch's).
+        affine (bool): True (default): learn ``weight`` and ``bias``; False: neither (None:
+            gain 1, shift 0).
+        track_running_stats (bool): True (default): keep the buffers above; False: none (all
+            three None), and the batch statistics normalise in eval too, as PyTorch.
+        bias (bool): keyword-only; False: no ``bias`` (None, shift 0), as
+            ``torch.nn.BatchNorm1d(..., bias=False)`` (PyTorch 2.13).
+        dtype: keyword-only; dtype of the parameters and running statistics, default float32
+            (None: float32, PyTorch's default). PyTorch's ``device`` is not offered.
+
+    Shapes: input (N, C) or (N, C, L) -> the same shape, of the Module's dtype; the statistics
+    run over N (and L).
+
+    Raises:
+        TypeError: a non-integer num_features, a non-bool affine, track_running_stats or bias,
+            or a non-floating dtype (at construction); an input of a dtype other than the
+            Module's (in forward).
+        ValueError: num_features <= 0, an eps that is not a finite number >= 0, a momentum
+            outside [0, 1] (at construction); an input neither 2-D nor 3-D ("expected 2D or 3D
+            input (got 4D input)", PyTorch's), with another C, or, in training, with one value
+            a channel ("Expected more than 1 value per channel when training, ...", PyTorch's)
+            or an eps of 0 (in forward). A refused input changes no buffer.
+    """
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: Optional[float] = 0.1,
+                 affine: bool = True, track_running_stats: bool = True, *, bias: bool = True,
+                 dtype=np.float32) -> None:
+        super().__init__()
+        fn = "BatchNorm1d"
+        self.num_features = C = positive_int(num_features, "num_features", fn)
+        self.eps = check_eps(eps, fn)
+        self.momentum = None if momentum is None else unit_interval(momentum, "momentum", fn)
+        self.affine = boolean(affine, "affine", fn)
+        self.track_running_stats = boolean(track_running_stats, "track_running_stats", fn)
+        bias = boolean(bias, "bias", fn)
+        dt = float_dtype(dtype, fn)
+        self.weight = Parameter(np.ones(C, dt)) if self.affine else None
+        self.bias = Parameter(np.zeros(C, dt)) if self.affine and bias else None
+        track = self.track_running_stats
+        self.register_buffer("running_mean", Tensor(np.zeros(C, dt)) if track else None)
+        self.register_buffer("running_var", Tensor(np.ones(C, dt)) if track else None)
+        count = Tensor(np.array(0, np.int64)) if track else None        # 0-d int64, as PyTorch
+        self.register_buffer("num_batches_tracked", count)
+
+    def forward(self, input: Tensor) -> Tensor:
+        like = self.weight if self.affine else self.running_mean      # the Module's dtype
+        input = batch_norm_input(input, self.num_features, like, "BatchNorm1d")
+        update = self.training and self.track_running_stats         # the running statistics
+        momentum = self.momentum
+        if momentum is None:        # the cumulative average: batch k weighs 1/k
+            momentum = 1.0 / (int(self.num_batches_tracked.data) + 1) if update else 0.0
+        out = F.batch_norm(input, self.running_mean, self.running_var, self.weight, self.bias,
+                           self.training or not self.track_running_stats, momentum, self.eps)
+        if update:                  # after F.batch_norm's checks: a refused input counts not
+            self.num_batches_tracked.add_(1)
+        return out
+
+    def extra_repr(self) -> str:
+        """PyTorch's (2.13): ``BatchNorm1d(4, eps=1e-05, momentum=0.1, affine=True, bias=True,
+        track_running_stats=True)``."""
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, bias={self.bias is not None}, "
+                f"track_running_stats={self.track_running_stats}")
 
 
 class Linear(Module):

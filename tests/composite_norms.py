@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import minigrad
 
 
@@ -18,6 +20,25 @@ def layer_norm_ref(x, weight, bias, eps=1e-5):
     xc = x - mean
     var = (xc * xc).mean(axis=-1, keepdims=True)
     return xc / (var + eps).sqrt() * weight + bias
+
+
+def batch_norm_ref(x, weight, bias, eps=1e-5):
+    """BatchNorm in training mode from primitives: ``layer_norm_ref`` over every axis but the
+    channel axis 1 of x (N, C) or (N, C, L), the batch mean and biased variance per channel."""
+    axes = (0,) + tuple(range(2, x.ndim))
+    to_channel = (-1,) + (1,) * (x.ndim - 2)              # (C,) -> (C,) or (C, 1)
+    mean = x.mean(axis=axes, keepdims=True)
+    xc = x - mean
+    var = (xc * xc).mean(axis=axes, keepdims=True)
+    return xc / (var + eps).sqrt() * weight.reshape(to_channel) + bias.reshape(to_channel)
+
+
+def batch_norm_eval_ref(x, running_mean, running_var, weight, bias, eps=1e-5):
+    """BatchNorm in eval mode from primitives: the running statistics (arrays) as constants."""
+    to_channel = (-1,) + (1,) * (x.ndim - 2)
+    rstd = (1.0 / np.sqrt(running_var + eps)).reshape(to_channel)
+    return (x - running_mean.reshape(to_channel)) * rstd * weight.reshape(to_channel) \
+        + bias.reshape(to_channel)
 
 
 def rms_norm_ref(x, weight, eps=1e-6):
@@ -47,8 +68,8 @@ def swiglu_ref(x, w_gate, w_up, w_down):
     return (silu_ref(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
 
 
-__all__ = ["layer_norm_ref", "rms_norm_ref", "gelu_ref", "relu2_ref", "silu_ref", "swiglu_ref",
-           "grads_of"]
+__all__ = ["layer_norm_ref", "batch_norm_ref", "batch_norm_eval_ref", "rms_norm_ref", "gelu_ref",
+           "relu2_ref", "silu_ref", "swiglu_ref", "grads_of"]
 
 
 def grads_of(fn, arrays, G):

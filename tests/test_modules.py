@@ -242,6 +242,13 @@ REPRS = [  # (module, its repr: PyTorch 2.13's for the same constructor call)
     (lambda nn: nn.LayerNorm((2, 8), 1e-6, False),
      "LayerNorm((2, 8), eps=1e-06, elementwise_affine=False, bias=False)"),
     (lambda nn: nn.RMSNorm(8), "RMSNorm((8,), eps=None, elementwise_affine=True)"),
+    (lambda nn: nn.BatchNorm1d(4),
+     "BatchNorm1d(4, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)"),
+    (lambda nn: nn.BatchNorm1d(4, 1e-3, None, False, False),
+     "BatchNorm1d(4, eps=0.001, momentum=None, affine=False, bias=False, "
+     "track_running_stats=False)"),
+    (lambda nn: nn.BatchNorm1d(4, bias=False),
+     "BatchNorm1d(4, eps=1e-05, momentum=0.1, affine=True, bias=False, track_running_stats=True)"),
     (lambda nn: nn.Embedding(10, 3), "Embedding(10, 3)"),
     (lambda nn: nn.Identity(), "Identity()"),
     (lambda nn: nn.Sequential(nn.Linear(4, 16), nn.Identity()),

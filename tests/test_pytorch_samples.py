@@ -4,9 +4,10 @@ and the module inputs of ``common_modules.py``, in float64, values and gradients
 
 Every tensor of a sample is cloned for torch and copied to a NumPy array for ours (a Tensor that
 requires grad where the sample's does), so both compute on the same numbers; one random upstream
-gradient goes back through both. The samples we refuse are listed in REFUSED with the error we
-raise (docs/pytorch.md lists them too); PyTorch's error inputs raise here as well. Needs torch
-and expecttest (which torch's test helpers import): the parity extra.
+gradient goes back through both. The samples we refuse are listed in REFUSED (the module inputs
+in MODULE_REFUSED) with the error we raise (docs/pytorch.md lists them too); PyTorch's error
+inputs raise here as well. Needs torch and expecttest (which torch's test helpers import): the
+parity extra.
 """
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from layers import modules as M
 pytestmark = pytest.mark.slow  # runs PyTorch; leave out with -m "not slow"
 
 OPS = {  # PyTorch's OpInfo (name, variant) -> ours, called with the OpInfo's arguments
+    ("nn.functional.batch_norm", ""): F.batch_norm,
     ("nn.functional.layer_norm", ""): F.layer_norm,
     ("nn.functional.rms_norm", ""): F.rms_norm,
     ("nn.functional.gelu", ""): F.gelu,
@@ -33,12 +35,19 @@ OPS = {  # PyTorch's OpInfo (name, variant) -> ours, called with the OpInfo's ar
     ("nn.functional.scaled_dot_product_attention", ""): F.scaled_dot_product_attention,
 }
 REFUSED = {  # name -> (the samples we refuse, the error, its message): docs/pytorch.md
+    "nn.functional.batch_norm": (
+        lambda s: s.input.ndim < 2 or not 0 <= s.kwargs.get("momentum", 0.1) <= 1, ValueError,
+        "at least 2 axes|momentum must be a number in \\[0, 1\\]"),
     "nn.functional.layer_norm": (lambda s: s.kwargs.get("eps", 0) < 0, ValueError, "eps"),
     "nn.functional.rms_norm": (lambda s: (s.kwargs.get("eps") or 0) < 0, ValueError, "eps"),
     "nn.functional.scaled_dot_product_attention": (
         lambda s: s.kwargs.get("dropout_p", 0) > 0, NotImplementedError, "dropout_p"),
 }
-MODULES = ("LayerNorm", "RMSNorm", "Linear", "Embedding")
+MODULES = ("LayerNorm", "RMSNorm", "BatchNorm1d", "Linear", "Embedding")
+MODULE_REFUSED = {  # name -> (the forward inputs we refuse, the error, its message)
+    "BatchNorm1d": (lambda x: x.shape[0] * int(np.prod(x.shape[2:])) == 0, ValueError,
+                    "Expected more than 1 value per channel when training"),   # an empty batch
+}
 
 
 @pytest.fixture(scope="module")
@@ -156,6 +165,11 @@ def test_pytorch_module_inputs(torch, module_db, cls):
         kwargs = {k: _clone(torch, v) for k, v in f.kwargs.items()}
         margs = [_ours(torch, a) for a in args]
         mkwargs = {k: _ours(torch, v) for k, v in kwargs.items()}
+        refused = MODULE_REFUSED.get(cls)
+        if refused and refused[0](*f.args):
+            with pytest.raises(refused[1], match=refused[2]):
+                mine(*margs, **mkwargs)
+            continue
         params = dict(theirs.named_parameters())
         mparams = dict(mine.named_parameters())
         assert sorted(params) == sorted(mparams), where
