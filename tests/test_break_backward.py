@@ -52,10 +52,11 @@ def test_the_command_prints_the_table_and_writes_json(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0].endswith("seed 1") and out[2].split() == [
         "layer", "variant", "verdict", "max", "abs", "err", "max", "rel", "err", "where"]
-    assert out[-1] == ("12 of 12 right backward passes pass, 14 of 14 wrong ones caught; 0 missed, "
-                       "0 wrongly failed")
+    layers, breaks = len(EXERCISES), sum(len(ex.breaks) for ex in EXERCISES.values())
+    assert out[-1] == (f"{layers} of {layers} right backward passes pass, {breaks} of {breaks} "
+                       f"wrong ones caught; 0 missed, 0 wrongly failed")
     doc = json.loads((tmp_path / "out" / "break.json").read_text())
-    assert doc["ok"] and doc["seed"] == 1 and len(doc["rows"]) == 26
+    assert doc["ok"] and doc["seed"] == 1 and len(doc["rows"]) == layers + breaks
 
 
 def test_a_wrong_one_missed_is_exit_1(monkeypatch, capsys):

@@ -43,9 +43,9 @@ def test_the_command_prints_the_example_and_refuses_an_unknown_name_in_one_line(
     assert ok.returncode == 0, ok.stderr
     assert "xhat" in ok.stdout and "central differences" in ok.stdout and "largest" in ok.stdout
     assert "-xhat * mean(dxhat * xhat)" in ok.stdout           # the check's own label
-    bad = _run("batchnorm")
+    bad = _run("groupnorm")
     assert bad.returncode == 2 and bad.stdout == ""
-    assert bad.stderr.count("\n") == 1 and "unknown layer 'batchnorm'" in bad.stderr
+    assert bad.stderr.count("\n") == 1 and "unknown layer 'groupnorm'" in bad.stderr
     assert _run("gelu", "--size", "0").returncode == 2
     listed = _run("--list")
     assert listed.returncode == 0 and "attention" in listed.stdout

@@ -19,7 +19,7 @@ OPS = ["add", "sub", "mul", "div", "neg", "pow", "exp", "log", "sqrt", "tanh", "
        "matmul", "sum", "mean", "max", "reshape", "transpose", "getitem", "concatenate", "stack",
        "split", "where", "masked_fill", "broadcast_to"]
 LAYERS = ["layer_norm", "rms_norm", "gelu", "relu2", "silu", "swiglu", "apply_rope", "softmax",
-          "cross_entropy", "scaled_dot_product_attention", "linear", "embedding"]
+          "cross_entropy", "scaled_dot_product_attention", "linear", "embedding", "batch_norm"]
 
 
 class WrongDouble(Function):

@@ -30,7 +30,8 @@ from layers.silu import sigmoid_stable
 from layers.softmax import log_softmax_backward
 
 from experiments.exercises.terms import (
-    LOG_EXP, attention_parts, attention_terms, cross_entropy_parts, cross_entropy_terms,
+    LOG_EXP, attention_parts, attention_terms, batchnorm_parts, batchnorm_terms,
+    cross_entropy_parts, cross_entropy_terms,
     embedding_terms, gelu_terms, neox_rotate_half, norm_parts, norm_terms, rope_terms,
     softmax_along, softmax_axes, softmax_parts, swiglu_parts, swiglu_terms)
 
@@ -310,6 +311,53 @@ EXERCISES = {ex.name: ex for ex in (
              breaks=(('dx', 2, 0),),
              gradcheck={'rms_norm': (lambda x, w: F.rms_norm(x, 8, w, eps=1e-6), (2, 4, 8), gain(8))},
              functional='rms_norm', module_class='RMSNorm', factor={"dx": "rstd"}),
+    Exercise("batchnorm", "BatchNorm", "BatchNorm: dx, dweight, dbias; LayerNorm's terms over the "
+             "batch", "batchnorm", ("x", "weight", "bias"), ("x", "weight", "bias"),
+             lambda r: [(label, (x, r.normal(1.0, 0.5, x.shape[1]), r.normal(0.0, 0.5, x.shape[1])),
+                         {"eps": 1e-5}) for label, x in (
+                 ("x (4, 3, 5)", r.standard_normal((4, 3, 5))),
+                 ("x (2, 3), two values a channel", r.standard_normal((2, 3))),
+                 ("x (6, 1), one channel", r.standard_normal((6, 1))),
+                 ("x (5, 3, 4), near-constant channels (var ~ 1e-6, eps = 1e-5)",
+                  r.normal(0.0, 1.0, (1, 3, 1)) + 1e-3 * r.standard_normal((5, 3, 4))))],
+             lambda x, *_, **__: {"m values a channel": x.size // x.shape[1], "C channels": x.shape[1]},
+             helpers=("stat_axes", "per_channel"), study=None,
+             derivation=(batchnorm_parts, batchnorm_terms),
+             axes={"dx": lambda cache: "N C" if cache[0].ndim == 2 else "N C L", "dweight": "C",
+                   "dbias": "C"},
+             prompt='''cache: (xhat, weight, rstd): xhat (N, C) or (N, C, L) = (x - mean) * rstd, x
+        normalised per channel c (axis 1) over its m = N * L values; weight (C,), the gain;
+        rstd (1, C) or (1, C, 1) = 1 / sqrt(var + eps), one per channel. x itself is not kept.
+        stat_axes(x) gives the axes a channel's statistics run over; per_channel(a, x) shapes
+        a (C,) array to broadcast along x's channel axis.
+    Returns: dx (x's shape), dweight (C,), dbias (C,).
+
+    Steps:
+        1. out = weight * xhat + bias, weight[c] in every value of channel c: which entries of
+           out does weight[c] reach? Sum over the batch (every axis but axis 1).
+        2. Name dxhat = dL/dxhat.
+        3. This is LayerNorm's derivation on the other axis: within one channel, xhat_j =
+           (x_j - mean) * rstd reaches x_i directly, through the mean and through rstd (var).
+        4. Contract: one term per path, each mean over the m values of a channel, with
+           np.mean(a, axis=stat_axes(a), keepdims=True).
+
+    Check yourself: dx sums to 0 over each channel, and with (N, C) input BatchNorm of x is
+    LayerNorm of x transposed.''',
+             example=("N, the values of each of 3 channels", 4, lambda r, N: (
+                 (r.standard_normal((N, 3)), r.normal(1.0, 0.5, 3), r.normal(0.0, 0.5, 3)),
+                 {"eps": 1e-5})),
+             formula="dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), the means over "
+                 "the batch, dxhat = dout * weight; dweight = sum over the batch of dout * xhat; "
+                 "dbias = sum over the batch of dout",
+             breaks=(('dx', 2, 0), ('dx', 3, 0)),
+             gradcheck={'batch_norm (training)': (
+                            lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
+                            (4, 3, 5), gain(3), gaussian(3, scale=0.5)),
+                        'batch_norm (eval)': (
+                            lambda x, w, b: F.batch_norm(x, np.array([0.1, -0.2, 0.3]),
+                                                         np.array([0.5, 1.5, 2.0]), w, b),
+                            (4, 3, 5), gain(3), gaussian(3, scale=0.5))},
+             functional='batch_norm', module_class='BatchNorm1d', factor={"dx": "rstd"}),
     Exercise("gelu", "GELU (tanh form)", "GELU, tanh form: dx; the product and the chain rule",
              "gelu", ("x",), ("x",), _elementwise_cases, _entries,
              {"k = sqrt(2/pi)": GELU_K, "c = 0.044715": GELU_C}, ("GELU_K", "GELU_C"),

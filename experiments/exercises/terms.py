@@ -25,6 +25,7 @@ import types
 
 import numpy as np
 
+from layers.batchnorm import per_channel, stat_axes
 from layers.gelu import GELU_C, GELU_K
 
 
@@ -235,6 +236,30 @@ def norm_terms(bias, path):
                 "dweight": [("sum over rows of dout * xhat", _rows(p["dout"] * xhat))],
                 **({"dbias": [("sum over rows of dout", _rows(p["dout"]))]} if bias else {})}
     return terms
+
+
+# BatchNorm: LayerNorm's three terms with the means over the batch (every axis but axis 1)
+
+def batchnorm_parts(dout, cache):
+    xhat, weight, rstd = cache
+    axes = stat_axes(xhat)
+    with np.errstate(all="ignore"):   # 0/0 where a channel is constant: m = 1
+        rstd0 = rstd / np.sqrt(np.mean(xhat * xhat, axis=axes, keepdims=True))
+    return {"dout": dout, "xhat": xhat, "weight": per_channel(weight, xhat), "rstd": rstd,
+            "dxhat": lambda p: p["dout"] * p["weight"], "rstd^3": rstd ** 3,
+            "1/sqrt(var) (eps left out)": rstd0,
+            "the mean over the batch": lambda p: reduction("mean", axes), **EVERY}
+
+
+def batchnorm_terms(p):
+    dxhat, xhat, rstd, mean = p["dxhat"], p["xhat"], p["rstd"], p["the mean over the batch"]
+    axes = stat_axes(xhat)
+    return {"dx": [("dxhat (the direct path)", rstd * dxhat),
+                   ("-mean(dxhat) (the path through the batch mean)", -rstd * mean(dxhat)),
+                   ("-xhat * mean(dxhat * xhat) (the path through the batch variance)",
+                    -rstd * xhat * mean(dxhat * xhat))],
+            "dweight": [("sum over the batch of dout * xhat", np.sum(p["dout"] * xhat, axis=axes))],
+            "dbias": [("sum over the batch of dout", np.sum(p["dout"], axis=axes))]}
 
 
 # ----------------------------------------------------------------------------- elementwise
