@@ -76,6 +76,17 @@ class Module:
         self._non_persistent_buffers.discard(name)
         self._modules.pop(name, None)
 
+    def _check_name(self, kind: str, name, registered) -> None:
+        """PyTorch's checks of a name given to ``register_buffer`` or ``register_parameter``."""
+        if not isinstance(name, str):
+            raise TypeError(f"{kind} name should be a string. Got {type(name).__name__}")
+        if "." in name:
+            raise KeyError(f'{kind} name can\'t contain "."')
+        if name == "":
+            raise KeyError(f'{kind} name can\'t be empty string ""')
+        if hasattr(self, name) and name not in registered:
+            raise KeyError(f"attribute '{name}' already exists")
+
     def register_buffer(self, name: str, tensor: Optional[Tensor], persistent: bool = True) -> None:
         """Register ``tensor`` as the buffer ``name`` (``torch.nn.Module.register_buffer``): state
         of the module that is not a parameter (no gradient, no optimizer step), such as
@@ -97,14 +108,7 @@ class Module:
             KeyError: an empty name, a name with ".", or the name of an attribute that is not a
                 buffer (PyTorch's messages and exception types).
         """
-        if not isinstance(name, str):
-            raise TypeError(f"buffer name should be a string. Got {type(name).__name__}")
-        if "." in name:
-            raise KeyError('buffer name can\'t contain "."')
-        if name == "":
-            raise KeyError('buffer name can\'t be empty string ""')
-        if hasattr(self, name) and name not in self._buffers:
-            raise KeyError(f"attribute '{name}' already exists")
+        self._check_name("buffer", name, self._buffers)
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
                             f"(minigrad.Tensor or None required)")
@@ -114,6 +118,23 @@ class Module:
         else:
             self._non_persistent_buffers.add(name)
         object.__setattr__(self, name, tensor)
+
+    def register_parameter(self, name: str, param: Optional[Parameter]) -> None:
+        """Register ``param`` as the parameter ``name`` (``torch.nn.Module.register_parameter``),
+        the same as ``setattr(self, name, param)``; None leaves the attribute None and
+        registers nothing (a Linear without a bias).
+
+        Raises:
+            TypeError: a name that is not a str, or a param that is neither a Parameter nor
+                None.
+            KeyError: an empty name, a name with ".", or the name of an attribute that is not a
+                parameter (PyTorch's messages and exception types).
+        """
+        self._check_name("parameter", name, self._parameters)
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter "
+                            f"'{name}' (minigrad.Parameter or None required)")
+        setattr(self, name, param)
 
     def forward(self, *args, **kwargs):  # pragma: no cover
         """The computation; subclasses override it."""
@@ -136,6 +157,22 @@ class Module:
             children = list(m._modules.items())
             for child_name, child in reversed(children):
                 stack.append((f"{name}.{child_name}" if name else child_name, child))
+
+    def named_children(self) -> Iterator[Tuple[str, "Module"]]:
+        """Yield ``(name, module)`` for each immediate sub-module, in registration order."""
+        return iter(list(self._modules.items()))
+
+    def children(self) -> Iterator["Module"]:
+        """Yield each immediate sub-module (``torch.nn.Module.children``)."""
+        return iter(list(self._modules.values()))
+
+    def apply(self, fn) -> "Module":
+        """Call ``fn(module)`` on every sub-module, children first, then on this module, and
+        return this module (``torch.nn.Module.apply``: an initialisation, say)."""
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
 
     def modules(self) -> Iterator["Module"]:
         """Yield every module (self included)."""
@@ -291,7 +328,10 @@ class ModuleList(Module):
             TypeError: if ``module`` is not a Module.
         """
         if not isinstance(module, Module):
-            raise TypeError(f"ModuleList holds Modules, got {type(module).__name__}")
+            what = type(module).__name__ + (f" {module.__name__}" if callable(module) and
+                                              hasattr(module, "__name__") else "")
+            raise TypeError(f"{type(self).__name__} holds Modules, got {what}" + (
+                ": call a function in a Module's forward" if callable(module) else ""))
         setattr(self, str(len(self._modules)), module)
         return self
 

@@ -367,3 +367,29 @@ def test_numpy_warnings_stay_inside_the_ops_where_torch_is_silent():
         for out in outs:
             out.sum().backward()
         assert np.isinf(outs[0].data[0]) and np.isnan(outs[1].data[1]) and np.isinf(outs[4].data[2])
+
+
+# ------------------------------------------------------------------ Module's first names
+def test_register_parameter_children_apply_as_torch():
+    from minigrad import Module, Parameter, Sequential
+    m = Sequential(Linear(4, 3), Linear(3, 2))
+    m.register_parameter("scale", Parameter(np.ones(1, np.float32)))
+    assert [n for n, _ in m.named_parameters()][:2] == ["scale", "0.weight"]   # own ones first
+    m.register_parameter("nothing", None)
+    assert m.nothing is None and "nothing" not in dict(m.named_parameters())
+    for name, param, error in (("a.b", None, KeyError), ("", None, KeyError), (3, None, TypeError),
+                               ("x", mg.tensor([1.0]), TypeError), ("training", None, KeyError)):
+        with pytest.raises(error):
+            m.register_parameter(name, param)
+    assert list(m.children()) == [m[0], m[1]]
+    order = []
+    assert m.apply(lambda mod: order.append(mod)) is m
+    assert order == [m[0], m[1], m]                            # children first, as torch
+    assert isinstance(Module().apply(lambda mod: None), Module)
+
+
+def test_sequential_of_a_function_names_sequential_and_says_what_to_do():
+    from minigrad import Sequential
+    with pytest.raises(TypeError, match=r"^Sequential holds Modules, got function relu: call a "
+                                        r"function in a Module's forward$"):
+        Sequential(Linear(4, 3), F.relu, Linear(3, 2))
