@@ -240,8 +240,10 @@ def test_an_additive_mask_and_its_gradient_with_broadcast_leading_dims():
     fn = lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, m)  # noqa: E731
     assert gradcheck(_upstream(fn, q, k, v, mask), [q, k, v, mask], **TOL)
     # a constant mask (an array) takes the same path as no mask; a float32 mask is cast
-    a = F.scaled_dot_product_attention(q, k, v, mask.data.astype(np.float32))
-    np.testing.assert_allclose(a.data, out.data, rtol=1e-6)
+    m32 = mask.data.astype(np.float32)   # rounded: the same result as float64 of that mask
+    a = F.scaled_dot_product_attention(q, k, v, m32)
+    np.testing.assert_allclose(a.data, _attention(q.data, k.data, v.data, m32.astype(np.float64)),
+                               rtol=1e-12)
 
 
 def test_the_pair_without_a_mask_is_what_it_was():
