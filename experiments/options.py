@@ -6,8 +6,10 @@ the defaults (an option given on the command line wins); ``load_data(args)`` rea
 and splits it; ``model_config(args, data, **fields)`` is the ``GPTConfig``;
 ``optimiser(args, steps)`` the AdamW and the learning-rate schedule of nanoGPT's ``train.py``.
 """
+import ast
 import functools
 import os
+from pathlib import Path
 from types import SimpleNamespace
 
 import gpt.train
@@ -59,11 +61,12 @@ def add_model_options(p, varied=()):
                                 ("pos", POSITIONS, "position encoding")):
         if name not in varied:
             g.add_argument(f"--{name}", choices=choices, default=choices[0], help=what)
-    g.add_argument("--bias", action="store_true", default=True,
-                   help="a bias in every Linear and LayerNorm (the chapter's; nanoGPT's bias): "
-                        "the default, except in the shakespeare-cpu preset")
-    g.add_argument("--no-bias", dest="bias", action="store_false",
-                   help="no bias in any Linear or LayerNorm (nanoGPT's bias=False)")
+    bias = g.add_mutually_exclusive_group()
+    bias.add_argument("--bias", action="store_true", default=True,
+                      help="a bias in every Linear and LayerNorm (the chapter's; nanoGPT's "
+                           "bias): the default, except in the shakespeare-cpu preset")
+    bias.add_argument("--no-bias", dest="bias", action="store_false",
+                      help="no bias in any Linear or LayerNorm (nanoGPT's bias=False)")
     g.add_argument("--dtype", choices=("float32", "float64"), default="float32", help="dtype")
     g.add_argument("--init", choices=INITS, default="pytorch",
                    help="pytorch: the chapter's (PyTorch's defaults, N(0, 1) embedding); gpt2: "
@@ -90,12 +93,43 @@ def add_model_options(p, varied=()):
 
 def parse(p, argv, defaults=None):
     """``p.parse_args(argv)`` with ``--preset``'s values (then ``defaults``) as the defaults of
-    the options ``p`` has, so that an option on the command line wins over both."""
+    the options ``p`` has, so that an option on the command line wins over both. A study's
+    ``--backward DIR`` with ``--jobs`` above 1 is refused when DIR calls ``breakpoint()``
+    (``refuse_breakpoints``)."""
     preset = p.parse_args(argv).preset
     known = {a.dest for a in p._actions}
     p.set_defaults(**{k: v for k, v in {**PRESETS.get(preset, {}), **(defaults or {})}.items()
                       if k in known})
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if getattr(args, "backward", None) and getattr(args, "jobs", 1) > 1:
+        refuse_breakpoints(args.backward, args.jobs)
+    return args
+
+
+def refuse_breakpoints(folder, jobs):
+    """``UsageError`` naming the first ``breakpoint()`` or ``pdb.set_trace()`` call in the
+    ``*.py`` files of ``folder`` (the learner's backward passes), for runs trained in ``jobs``
+    worker processes: a worker has no terminal, so the debugger's prompt would end the run as
+    if interrupted. With ``--jobs 1`` the runs train in the command's own process, where a
+    breakpoint stops as in any Python program. A file that does not parse is left to the
+    exercises' check."""
+    for path in sorted(Path(folder).glob("*.py")):
+        if not path.is_file():   # a FIFO would block the read
+            continue
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+            continue
+        calls = sorted((node.lineno, name) for node in ast.walk(tree)   # name(...), x.name(...)
+                       if isinstance(node, ast.Call) and (name := getattr(
+                           node.func, "id", getattr(node.func, "attr", None))) in
+                       ("breakpoint", "set_trace"))
+        if calls:
+            line, name = calls[0]
+            raise cli.UsageError(
+                f"--backward {folder}: {path.name} line {line} calls {name}(), which stops "
+                f"only with --jobs 1 (the runs train in this process); --jobs {jobs} "
+                f"trains in worker processes, where the debugger has no terminal")
 
 
 def load_data(args):

@@ -205,6 +205,7 @@ BAD = {"steps zero": (["--steps", "0"], "--steps"), "seeds": (["--seeds", "5000"
        "short corpus": (["--corpus", "SHORT", "--block-size", "32"], "too short"),
        "jobs and scheduler": (["--jobs", "2", "--scheduler", "tcp://x:1"], "not allowed"),
        "empty scheduler": (["--scheduler", ""], "empty"),
+       "bias and no bias": (["--bias", "--no-bias"], "--no-bias: not allowed with argument --bias"),
        "backward with scheduler": (["--backward", "x", "--scheduler", "tcp://x:1"], "--backward"),
        "model too wide": (["--d-model", "100000000"], "GiB of memory"),
        "batch too large": (["--batch-size", "100000000"], "GiB of memory"),
@@ -275,6 +276,24 @@ def test_q_at_a_breakpoint_in_a_backward_ends_as_ctrl_c_does(tmp_path):
     assert [p.name for p in out.iterdir()] == ["results.json"]
     assert kept["status"] == "incomplete"
     assert kept["runs"] and all(e["norm"] == "ln" for e in kept["runs"])
+
+
+@pytest.mark.parametrize("call", ["breakpoint()", "import pdb; pdb.set_trace()"])
+def test_a_breakpoint_in_a_backward_is_refused_with_jobs_2_before_any_check(call, tmp_path,
+                                                                            capsys):
+    """A worker process has no terminal: its debugger prompt would end the run as Ctrl-C."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "rmsnorm.py").write_text(LEARNER_BREAKPOINT.replace("breakpoint()", call))
+    assert main(SMALL + ["--jobs", "2", "--backward", str(mine),
+                         "--output-dir", str(tmp_path / "out")]) == 2
+    out, err = capsys.readouterr()
+    name = call.split(".")[-1]
+    assert out == "" and err.splitlines() == [
+        f"python -m experiments.four_variants: error: --backward {mine}: rmsnorm.py line 11 "
+        f"calls {name}, which stops only with --jobs 1 (the runs train in this process); "
+        f"--jobs 2 trains in worker processes, where the debugger has no terminal"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]
 
 
 def test_a_run_keeps_the_users_files_and_replaces_its_own(tmp_path, capsys):
