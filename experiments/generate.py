@@ -23,8 +23,10 @@ with cli.errors(PROG):   # Ctrl-C while NumPy loads: one line
 
 def run(argv):
     """Print ``--prompt`` and the characters sampled after it, each flushed as it comes (so
-    ``| head`` stops the sampling); returns 0. Raises ``cli.UsageError`` for a checkpoint that
-    cannot be read, a prompt character outside its vocabulary, or other bad input."""
+    ``| head`` stops the sampling); returns 0, or 1 with one line on stderr when the model has
+    diverged (its forward pass overflows or gives non-finite logits: NumPy's warnings and
+    noise otherwise). Raises ``cli.UsageError`` for a checkpoint that cannot be read, a prompt
+    character outside its vocabulary, or other bad input."""
     p = cli.ArgumentParser(prog=PROG, description="Generate text from a minigrad-gpt checkpoint.")
     p.add_argument("--checkpoint", required=True, type=cli.path_arg, metavar="PATH",
                    help="a .npz written by gpt.save_checkpoint (four_variants --save-checkpoints)")
@@ -54,11 +56,16 @@ def run(argv):
         sys.stdout.flush()
         unwritten.clear()
 
-    try:
-        generate(model, idx, args.max_new_tokens, temperature=args.temperature,
-                 top_k=args.top_k, rng=np.random.default_rng(args.seed), on_token=show)
-    except ValueError as e:     # weights that give non-finite logits
-        raise cli.UsageError(str(e)) from None
+    try:   # a diverged model: its forward overflows, or its logits are not finite
+        with np.errstate(over="raise", invalid="raise"):
+            generate(model, idx, args.max_new_tokens, temperature=args.temperature,
+                     top_k=args.top_k, rng=np.random.default_rng(args.seed), on_token=show)
+    except (FloatingPointError, ValueError) as e:
+        if not unwritten:   # the text so far ends its line
+            print()
+        what = f"{e} in its forward pass" if isinstance(e, FloatingPointError) else str(e)
+        cli.progress(f"{PROG}: the model has diverged: {what}; no text sampled")
+        return 1
     print("".join(unwritten))
     return 0
 

@@ -196,7 +196,7 @@ def load_checkpoint(path: PathLike):
         IsADirectoryError: ``path`` is a directory.
         ValueError: the file is not an ``.npz`` archive, lacks or has malformed metadata, holds a
             pickled (object) array, or its arrays do not match the config's parameters (missing,
-            unexpected, wrong shape).
+            unexpected, wrong shape: one line, each kind counted and its first named).
         ValueError / TypeError: the stored config is not a valid ``GPTConfig`` ("checkpoint P
             has an invalid config: ...").
     """
@@ -206,13 +206,34 @@ def load_checkpoint(path: PathLike):
     meta, arrays = _read(p)
     arrays = {k: v for k, v in arrays.items() if not k.startswith(OPTIMIZER_PREFIX)}
     model = GPT(_config(p, meta))
-    try:
-        model.load_state_dict(arrays)  # checks every key and shape, casts to the model's dtype
-    except ValueError as e:
-        raise ValueError(f"checkpoint {p} does not match its config: {e}") from None
+    mismatch = _mismatch({k: v.shape for k, v in model.state_dict().items()}, arrays)
+    if mismatch:
+        raise ValueError(f"checkpoint {p} does not match its config: {mismatch}")
+    model.load_state_dict(arrays)  # casts to the model's dtype
     run_id = meta.get("run_id")
     model.run_id = run_id if isinstance(run_id, str) else None
     return model
+
+
+def _mismatch(shapes, arrays):
+    """How the stored ``arrays`` differ from the parameter ``shapes`` of the config's model, in
+    one line (each kind counted, its first named), or "" when they match."""
+    missing = [k for k in shapes if k not in arrays]
+    unexpected = [k for k in arrays if k not in shapes]
+    other = [k for k in shapes if k in arrays and arrays[k].shape != shapes[k]]
+    parts = []
+    if missing:
+        parts.append(f"{len(missing)} of its parameters not stored ({missing[0]}"
+                     + (", ..." if len(missing) > 1 else "") + ")")
+    if unexpected:
+        parts.append(f"{len(unexpected)} stored that it does not have ({unexpected[0]}"
+                     + (", ..." if len(unexpected) > 1 else "") + ")")
+    if other:
+        k = other[0]
+        parts.append(f"{len(other)} of another shape ({k}: {tuple(arrays[k].shape)} stored, "
+                     f"{tuple(shapes[k])} in its config" + (", ..." if len(other) > 1 else "")
+                     + ")")
+    return "; ".join(parts)
 
 
 def _config(p: Path, meta):

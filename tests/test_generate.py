@@ -262,13 +262,44 @@ def test_the_text_streams_and_a_closed_pipe_stops_the_sampling(ckpt):
     assert head == tok.decode(greedy[0])
 
 
-def test_weights_that_give_nan_logits_print_nothing_on_stdout(tmp_path, capsys):
+@pytest.mark.parametrize("dtype, weights, words", [
+    ("float64", lambda v: np.full_like(v, np.nan), "the model produced non-finite logits (NaN or inf)"),
+    ("float32", lambda v: v * 1e19, "overflow encountered in"),   # finite logits, but noise
+    ("float64", lambda v: v * 1e160, "overflow encountered in"),
+])
+def test_a_diverged_model_is_one_line_and_status_1_as_a_diverged_run(dtype, weights, words,
+                                                                      tmp_path, capsys):
+    """Weights that overflow the forward pass, or give NaN logits: no NumPy warnings, no text
+    on stdout, one line on stderr, status 1 (a run that diverged ends so)."""
     model = _model()
-    model.load_state_dict({k: np.full_like(v, np.nan) for k, v in model.state_dict().items()})
-    path = tmp_path / "nan.npz"
-    save_checkpoint(model, path, tokenizer=CharTokenizer(TEXT))
+    config = GPTConfig(**{**model.config.to_dict(), "dtype": dtype})
+    big = GPT(config)
+    big.load_state_dict({k: weights(v) for k, v in model.state_dict().items()})
+    path = tmp_path / "diverged.npz"
+    save_checkpoint(big, path, tokenizer=CharTokenizer(TEXT))
     with pytest.raises(SystemExit) as e:
         _main(["--checkpoint", str(path), "--prompt", "abc"])
     captured = capsys.readouterr()
+    assert e.value.code == 1 and captured.out == ""
+    (line,) = captured.err.splitlines()
+    assert line.startswith("python -m experiments.generate: the model has diverged: ")
+    assert words in line and line.endswith("; no text sampled")
+
+
+@pytest.mark.parametrize("config, words", [
+    (lambda c: dict(c, n_layers=2), "12 of its parameters not stored (blocks.1.ln1.weight, ...)"),
+    (lambda c: dict(c, d_model=32), "16 of another shape (token_embedding.weight: (11, 16) "
+                                    "stored, (11, 32) in its config, ...)"),
+    (lambda c: dict(c, mlp="swiglu"), "3 of its parameters not stored (blocks.0.mlp.gate_proj."
+                                      "weight, ...); 4 stored that it does not have "
+                                      "(blocks.0.mlp.c_fc.weight, ...)"),
+])
+def test_a_config_that_disagrees_with_the_weights_is_one_line(ckpt, tmp_path, capsys, config,
+                                                             words):
+    bad = _with_config(ckpt, tmp_path / "bad.npz", config)
+    with pytest.raises(SystemExit) as e:
+        _main(["--checkpoint", str(bad), "--prompt", "a"])
+    captured = capsys.readouterr()
     assert e.value.code == 2 and captured.out == ""
-    assert captured.err.count("\n") == 1 and "non-finite logits" in captured.err
+    assert captured.err.splitlines() == [f"python -m experiments.generate: error: checkpoint "
+                                         f"{bad} does not match its config: {words}"]
