@@ -105,13 +105,18 @@ def test_a_variant_missing_at_one_rate_or_a_diverged_baseline_is_left_out_not_fa
     # relu2 trained only at 1e-3 (not at the lowest rate): still in the table, its best is 1e-3
     assert any(line.startswith("  relu2") and "best lr 0.001" in line for line in lines)
     assert "relu2 (lr 0.001) - gelu (lr 0.001) = -0.1000" in lines[-1]
-    assert "2000 steps  relu2       -" in fol.lengths_table(cells, 1e-3, 1000, base)[2]
+    table = fol.lengths_table(cells, 1e-3, 1000, base)
+    assert "2000 steps  relu2       -" in table[2]
+    assert table[-1] == ("  steps-to-target: the median over the seeds of the first evaluation "
+                         "step at which the variant's val loss is at or below gelu's final val "
+                         "of the same seed; -: some seed never gets there")
     if importlib.util.find_spec("matplotlib"):
         assert set(fol.figures(cells, 1e-3, 1000, base)) == {"gap_vs_length.png", "val_vs_lr.png"}
 
 
 @pytest.mark.parametrize("bad", ["same run", "other corpus", "not a study", "a list",
-                                 "no such lr", "no such baseline", "other study", "not JSON"])
+                                 "no such lr", "no such baseline", "other study", "not JSON",
+                                 "a study of norms first"])
 def test_bad_input_is_one_line_and_no_folder(tmp_path, bad):
     vals = {"gelu": {0: (2.0, [(1000, 2.0)])}, "relu2": {0: (1.9, [(1000, 1.9)])}}
     a = study(tmp_path / "a", 1000, 1e-3, vals)
@@ -124,6 +129,11 @@ def test_bad_input_is_one_line_and_no_folder(tmp_path, bad):
         res = json.loads((b / "results.json").read_text())
         res["experiment"] = "four_variants"
         (b / "results.json").write_text(json.dumps(res))
+    if bad == "a study of norms first":   # four_variants varies the norm: its model has none
+        res = json.loads((a / "results.json").read_text())
+        res["experiment"] = "four_variants"
+        del res["config"]["model"]["norm"]
+        (a / "results.json").write_text(json.dumps(res))
     if bad in ("not a study", "a list", "not JSON"):
         (b / "results.json").write_text({"a list": "[]", "not a study": "{}"}.get(bad, "{x"))
     argv = [str(a), str(b), "--steps", "1000", "--output-dir", str(tmp_path / "out")]
@@ -132,6 +142,7 @@ def test_bad_input_is_one_line_and_no_folder(tmp_path, bad):
             "same run": "a second run of gelu seed 0", "other corpus": "its corpus differs",
             "not a study": "not a study's", "a list": "not a study's",
             "other study": "its experiment differs",
+            "a study of norms first": f"{b}: its experiment differs from {a}'s",
             "not JSON": f"{b}: cannot read its results.json",
             "no such lr": "no study at --lr 0.003",
             "no such baseline": "no variant 'swiglu'"}[bad]):
@@ -145,6 +156,6 @@ def test_a_variant_without_runs_at_a_length_has_no_row_there(tmp_path):
                                            "swiglu": {0: one(1.8)}})
     b = study(tmp_path / "b", 4000, 1e-3, {"gelu": {0: one(1.5)}, "swiglu": {0: one(1.5)}})
     cells, base = fol.read([a, b])
-    rows = fol.lengths_table(cells, 1e-3, 1000, base)[1:]
+    rows = fol.lengths_table(cells, 1e-3, 1000, base)[1:-1]
     assert [r.split()[:3] for r in rows] == [["1000", "steps", "relu2"], ["1000", "steps", "swiglu"],
                                              ["4000", "steps", "swiglu"]]

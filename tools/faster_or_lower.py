@@ -64,17 +64,19 @@ def read(folders):
         if not isinstance(res, dict) or "config" not in res:
             raise cli.UsageError(f"{folder}: its results.json is not a study's (no config)")
         studies.append((folder, res))
-    norms = {res["config"].get("model", {}).get("norm") for _, res in studies}
-    label = (lambda res, n: f"{res['config']['model']['norm']}+{n}") if len(norms) > 1 else \
-        (lambda res, n: n)
-    first, cells = studies[0], {}
-    for folder, res in studies:
+    first = studies[0]
+    for folder, res in studies:   # one sweep, before any run is read
         same, ref = _config(res), _config(first[1])
         for k in sorted(set(same) | set(ref)):
             if same.get(k) != ref.get(k):
                 raise cli.UsageError(f"{folder}: its {k} differs from {first[0]}'s; a sweep "
                                      f"varies only the run length, the rate, the norm and the "
                                      f"seeds")
+    norms = {res["config"].get("model", {}).get("norm") for _, res in studies}
+    label = (lambda res, n: f"{res['config']['model']['norm']}+{n}") if len(norms) > 1 else \
+        (lambda res, n: n)
+    cells = {}
+    for folder, res in studies:
         cell = cells.setdefault((res["config"]["steps"], res["config"]["optimizer"]["lr"]), {})
         for e in res["runs"]:
             key = (label(res, e["name"]), e["seed"])
@@ -182,6 +184,9 @@ def lengths_table(cells, lr, steps, base):
             d, t = gap(a, name, b, base), steps_to_target(a, name, b, base)
             lines.append(f"  {s:>6d} steps  {name:<11} {fmt(d)}  n={d['n']}  "
                          f"steps-to-target {'-' if t is None else f'{t:g}'}")
+    lines.append(f"  steps-to-target: the median over the seeds of the first evaluation step at "
+                 f"which the variant's val loss is at or below {base}'s final val of the same "
+                 f"seed; -: some seed never gets there")
     return lines
 
 
