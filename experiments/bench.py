@@ -35,7 +35,6 @@ SIZES = {"tiny": (64, 2, 32, 32), "small": (128, 4, 64, 32), "medium": (256, 6, 
          "cpu": (128, 4, 64, 12)}
 VARIANTS = ("ln+gelu", "rms+gelu", "ln+swiglu", "rms+swiglu")
 BUILD_PY = Path("projects", "07_the-details-that-matter", "build.py")
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "torch_seed"
 MEMORY_STEPS = 3
 
 
@@ -257,24 +256,27 @@ def run(argv):
                    help="timed steps a repeat")
     p.add_argument("--warmup", type=cli.positive_int, default=3, metavar="N", help="untimed steps")
     p.add_argument("--reference", type=cli.path_arg, metavar="DIR",
-                   help=f"the folder of the chapter's {BUILD_PY}; None: {REFERENCE}")
-    p.add_argument("--no-reference", action="store_true", help="time ours and the floor only")
+                   help=f"the folder holding the chapter's {BUILD_PY}, whose PyTorch models are "
+                        f"timed beside ours (torch needed: the parity extra); none: ours and "
+                        f"the floor only")
     p.add_argument("--no-memory", action="store_true", help="no peak memory (fresh processes)")
     p.add_argument("--threads", type=cli.up_to_cpus, default=1, metavar="N",
                    help="BLAS threads, and torch's")
     p.add_argument("--seed", type=cli.nonnegative_int, default=0, help="of weights and batches")
     p.add_argument("--json", type=cli.path_arg, metavar="PATH", help="also write every figure")
     args = p.parse_args(argv)
-    folder = args.reference or REFERENCE
-    if args.reference and not (folder / BUILD_PY).is_file():
+    folder = args.reference
+    if folder and not (folder / BUILD_PY).is_file():
         raise cli.UsageError(f"--reference: no {BUILD_PY} in {folder}")
+    if folder and importlib.util.find_spec("torch") is None:
+        raise cli.UsageError('--reference needs torch: pip install -e ".[parity]"')
     if args.json:
         cli.output_file(args.json)
     cli.blas_threads(args.threads)
-    ref = None if args.no_reference or not (folder / BUILD_PY).is_file() else \
-        load_reference(folder, args.threads)
-    if ref is None and not args.no_reference:
-        print(f"PyTorch reference: no torch or no {folder / BUILD_PY}; timing ours and the floor")
+    ref = load_reference(folder, args.threads) if folder else None
+    if ref is None:
+        print(f"PyTorch reference: none (--reference DIR, the folder of the chapter's "
+              f"{BUILD_PY}); timing ours and the floor")
     memory = not args.no_memory and Path("/proc/self/status").is_file()   # VmHWM: Linux
     load = os.getloadavg()
     print(f"bench: {args.repeats} repeats x {args.steps} steps, {'+'.join(args.data)} batches, "

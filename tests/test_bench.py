@@ -2,8 +2,10 @@
 an independent count, peak memory that is the fresh process's own, the reference on the same
 weights, one-line errors on bad input. No test asserts a time."""
 import argparse
+import importlib.util
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +14,7 @@ from gpt import GPT, GPTConfig
 
 from experiments import bench, cli
 
+REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "torch_seed"
 MINIMAL = ["--sizes", "tiny", "--variants", "rms+swiglu", "--repeats", "2", "--steps", "1",
            "--warmup", "1"]
 
@@ -26,8 +29,7 @@ def _main(argv, capsys):
 
 def test_the_record_at_a_minimal_size(tmp_path, capsys):
     path = tmp_path / "sub" / "bench.json"
-    code, out, err = _main(MINIMAL + ["--no-reference", "--data", "corpus,random",
-                                      "--json", str(path)], capsys)
+    code, out, err = _main(MINIMAL + ["--data", "corpus,random", "--json", str(path)], capsys)
     assert code == 0, err
     d = json.loads(path.read_text())
     assert d["args"]["repeats"] == 2 and d["reference"] is None and d["torch"] is None
@@ -46,6 +48,9 @@ def test_the_record_at_a_minimal_size(tmp_path, capsys):
     assert sorted(row["first_loss"]) == ["ours", "ours random"]
     assert all(np.isfinite(v) and v > 0 for v in row["first_loss"].values())
     assert "rms+swiglu" in out and "ours/floor" in out and "peak" in out
+    assert out.splitlines()[0] == ("PyTorch reference: none (--reference DIR, the folder of the "
+                                   "chapter's projects/07_the-details-that-matter/build.py); "
+                                   "timing ours and the floor")
 
 
 @pytest.mark.parametrize("mlp", ["gelu", "swiglu"])
@@ -75,10 +80,11 @@ def test_the_peak_memory_is_the_fresh_process_own(tmp_path):
 @pytest.mark.slow
 def test_reference_starts_from_the_same_weights(tmp_path, capsys):
     pytest.importorskip("torch")
-    if not (bench.REFERENCE / bench.BUILD_PY).is_file():
+    if not (REFERENCE / bench.BUILD_PY).is_file():
         pytest.skip("the chapter's PyTorch build.py is not beside the checkout")
     path = tmp_path / "bench.json"
-    code, out, err = _main(MINIMAL + ["--no-memory", "--json", str(path)], capsys)
+    code, out, err = _main(MINIMAL + ["--reference", str(REFERENCE), "--no-memory", "--json",
+                                      str(path)], capsys)
     assert code == 0, err
     (row,) = json.loads(path.read_text())["results"]
     # same weights, same first batch: the same loss up to float32 rounding
@@ -103,10 +109,21 @@ def test_bad_input_is_one_line_and_exit_2(args, words, capsys):
     assert len(lines) == 1 and words in lines[0], err
 
 
+def test_a_reference_without_torch_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch):
+    (tmp_path / bench.BUILD_PY).parent.mkdir(parents=True)
+    (tmp_path / bench.BUILD_PY).write_text("")
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "torch" else find_spec(name, *a))
+    code, out, err = _main(MINIMAL + ["--reference", str(tmp_path)], capsys)
+    assert code == 2 and out == ""
+    assert err.splitlines() == ['python -m experiments.bench: error: --reference needs torch: '
+                                'pip install -e ".[parity]"']
+
+
 def test_a_json_path_under_a_file_is_refused_before_measuring(tmp_path, capsys):
     (tmp_path / "file").write_text("x")
-    code, out, err = _main(MINIMAL + ["--no-reference", "--json",
-                                      str(tmp_path / "file" / "b.json")], capsys)
+    code, out, err = _main(MINIMAL + ["--json", str(tmp_path / "file" / "b.json")], capsys)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
 
@@ -117,5 +134,5 @@ def test_ctrl_c_prints_one_line_and_exits_130(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setattr(bench, "measure", interrupt)
     path = tmp_path / "bench.json"
-    code, out, err = _main(MINIMAL + ["--no-reference", "--json", str(path)], capsys)
+    code, out, err = _main(MINIMAL + ["--json", str(path)], capsys)
     assert code == 130 and len(err.splitlines()) == 1 and not path.exists()
