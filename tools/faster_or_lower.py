@@ -13,8 +13,10 @@ Reads the ``results.json`` of study runs (``experiments.runner``), each a run le
   median over the seeds; "-" when some seed never does).
 
 ``val_vs_lr.png``: each seed's final val loss against the learning rate (log scale), a line
-through the medians, a run far above the others drawn at the top edge with its value;
-``gap_vs_length.png``: the gaps against the run length (log scale), paired intervals as bars. docs/results.md ("Faster or lower") shows both, made as its section 6 says.
+through the means over the seeds every rate of that variant has (n in the legend), a run far
+above the others drawn at the top edge with its value;
+``gap_vs_length.png``: the gaps against the run length (log scale), paired intervals as bars,
+the number of paired seeds under each length. docs/results.md ("Faster or lower") shows both, made as its section 6 says.
 
 Folders may come from studies of different norms (``--norm rms``): a variant is then named
 with its norm (``rms+swiglu``); runs of the same length and rate from several folders (more
@@ -212,7 +214,11 @@ def figures(cells, lr, steps, base):
                                                d["mean"]) - d["mean"] for _, d in pts]])
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xscale("log")
-    ax.set_xticks(lengths, [str(s) for s in lengths])
+    ax.margins(x=0.12)
+    ns = {s: sorted({gap(a, name, b, base)["n"] for name, rows in rows_of.items()
+                     for t, a, b in rows if t == s}) for s in lengths}
+    ax.set_xticks(lengths, [f"{s}\n(n = {'-'.join(map(str, sorted({n[0], n[-1]})))} seeds)"
+                            if n else str(s) for s, n in ns.items()])   # paired seeds a point
     ax.minorticks_off()
     where = f"lr {lr:g}" if lr is not None else "each at its best rate"
     ax.set(xlabel="run length (steps)", ylabel=f"final val loss minus {base}'s (nats/token)",
@@ -236,8 +242,14 @@ def figures(cells, lr, steps, base):
     ax.set_ylim(min(kept) - pad, top)
     for k, name in enumerate(names):
         pts = [r for r in rates if seeds[name, r]]
-        ax.plot(pts, [statistics.median(seeds[name, r]) for r in pts], "-", color=colour[name],
-                label=name)
+        if not pts:
+            continue
+        # the line: the mean over the seeds every rate of the variant has, so that a rate run
+        # on more seeds does not move it; the dots: every seed
+        common = set.intersection(*({s for (n, s) in cells[steps, r] if n == name} for r in pts))
+        means = [statistics.mean(e["val_loss"] for (n, s), e in cells[steps, r].items()
+                                 if n == name and s in common) for r in pts]
+        ax.plot(pts, means, "-", color=colour[name], label=f"{name} (line: {len(common)} seeds)")
         for r in pts:
             x = r * (1 + 0.04 * (k - (len(names) - 1) / 2))   # side by side, not on each other
             for v in seeds[name, r]:
@@ -250,7 +262,8 @@ def figures(cells, lr, steps, base):
     ax.set_xticks(rates, [f"{r:g}" for r in rates])
     ax.minorticks_off()
     ax.set(xlabel="peak learning rate", ylabel="final val loss (nats/token)",
-           title=f"final val loss against the rate, {steps} steps; dots: seeds, line: median")
+           title=f"final val loss against the rate, {steps} steps\ndots: seeds; line: mean over "
+                 f"the seeds every rate of the variant has")
     ax.title.set_fontsize(9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
