@@ -1,6 +1,7 @@
 """The check of a learner's backward: run on the cases of ``catalogue.py`` (float64,
 then the same in float32, whose values are compared too), its structure, dtypes and values
-judged gradient by gradient (``mistakes.py``). Each case may take ``TIME_LIMIT``
+judged gradient by gradient (``mistakes.py``); when one is wrong, the learner's first wrong
+line, and for code that raises the shapes on its line (``trace.py``). Each case may take ``TIME_LIMIT``
 seconds; the backward gets copies of its arguments and its prints go to stderr, so that stdout
 carries the verdict alone. ``learner.check`` calls it from Python.
 """
@@ -19,7 +20,7 @@ import numpy as np
 
 from minigrad.gradcheck import numerical_vjp
 
-from experiments.exercises import mistakes
+from experiments.exercises import mistakes, trace
 from experiments.exercises.catalogue import as_tuple, make_cases
 from experiments.exercises.terms import quantities, terms_of, variants
 
@@ -147,8 +148,10 @@ def _run(ex, fn, cases, where, path):
                     f"(a loop that never ends?)")
             return None, Verdict("wrong", [line], blocker=line), modified
         except LEARNERS as e:
-            return None, Verdict("raised", error=learner_error(
-                e, code, path or code, f"your {ex.function}", f" on {case.label}")), modified
+            error = learner_error(e, code, path or code, f"your {ex.function}", f" on {case.label}")
+            if case.dout.dtype == np.float64:   # the shapes on the line that raised
+                error.text += "".join(trace.where_it_raised(ex, fn, case, path or code))
+            return None, Verdict("raised", error=error), modified
         bad = _structure(ex, got)
         if bad:
             return None, Verdict("wrong", [bad], blocker=bad), modified
@@ -239,6 +242,10 @@ def verdict(ex, fn, where, path=None):
                                       results[len(cases):], found, changed, arrays)
         grads[g], blocker = "right" if ok else "wrong", blocker or bad
         lines += [f"{g:<{width}}{said[0]}"] + [" " * width + s for s in said[1:]]
+    if "wrong" in grads.values():   # where its values leave the derivation's
+        first = trace.first_wrong_line(ex, fn, cases, results[:len(cases)], path or getattr(
+            getattr(fn, "__code__", None), "co_filename", where))
+        lines += first[:1] + [" " * width + s for s in first[1:]]
     if modified:    # first: what it did to its arguments may be why a gradient is wrong
         lines.insert(2, f"your backward modified {' and '.join(sorted(modified))} in place: a "
                         f"backward must leave its arguments as they are (the engine may hand "

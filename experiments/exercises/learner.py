@@ -75,10 +75,13 @@ def check(name, fn):
                         f"{type(fn).__name__}")
     v = verdict(EXERCISES[name], fn, f"your function {getattr(fn, '__name__', '')}".rstrip())
     cell = _cell(fn)
-    if v.error and cell:        # name the cell, not the file IPython compiled it to
+    if cell:                    # name the cell, not the file IPython compiled it to
         code = fn.__code__.co_filename
-        v.error.text = v.error.text.replace(f'File "{code}"', cell)
-        v.error.line = v.blocker = v.error.line.replace(code, cell)
+        v.lines = [line.replace(f"{code}:", f"{cell}:") for line in v.lines]
+        if v.error:
+            v.error.text = v.error.text.replace(f'File "{code}"', cell).replace(
+                f"{code}:", f"{cell}:")
+            v.error.line = v.blocker = v.error.line.replace(code, cell)
     show(v)
     return v
 

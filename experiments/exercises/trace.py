@@ -1,0 +1,1023 @@
+"""The first wrong line of a learner's backward: where its values leave the derivation's.
+
+When a gradient is wrong, ``first_wrong_line`` runs the learner's backward once more on each
+float64 case where a gradient is wrong, under ``sys.settrace`` restricted to the learner's
+function (``record``), quietly (``quiet``: its prints and a ``breakpoint()`` acted in the check's
+own run) and within the check's time limit (``grading.guarded``, which keeps the limit for a
+tracer of ours). It records each statement as it runs (a loop is one statement, its lines
+together): the values it reads, before it runs, and the names it binds or changes. Those values
+are compared with the derivation's for the same inputs (``Quantities``): the row's ``parts`` that
+its terms read, the reductions the terms take (mean(dxhat * xhat)), each term and each sum of
+terms, of either sign and divided by a part or by the scalars (dx / rstd), each gradient, the
+cache's arrays and the values the layer's own backward names (da, dP); equal up to
+broadcasting, a ``keepdims`` and a reshape of the leading axes (``aligned``).
+
+A statement is judged only when every value it reads is right (``_reads``): one of those (or an
+array of zeros that the statement adds into: an accumulator), a module or a function, a constant
+of the row, a size of the case, what the cache holds. In the order the statements ran, the first
+wrong line is the first that
+
+1. changed an array in place through another name that a later line reads (``a = b; a *= c``
+   changes b too), when b as it was (a copy) makes every gradient right;
+2. reads a name that an earlier line reassigned and another line reads, when its earlier value
+   (there, or from there on) makes every gradient right;
+3. reads right values and binds names of the derivation (``rstd``, ``du``) to others of its
+   quantities, when the named ones make every gradient right;
+4. reads right values and makes a near variant of a quantity (``variants``: another axis, or a
+   sum for a mean; a dropped ``keepdims``; a factor, the sign among them; a power; a transpose
+   or another order of the axes; a quantity kept to be confused with it, 1 - t for 1 - t^2; the
+   quantity but at some entries), when the quantity in its place makes every gradient right;
+5. reads right values and makes the array returned as a gradient, wrong: not an array of zeros
+   (an accumulator's start), nor a quantity of another role (returned in the wrong place), nor
+   a sum of some of the gradient's terms before the return statement (a line after it may be
+   missing).
+
+A statement that allocates an array to be filled (``np.empty_like(x)``, ``np.zeros``) is not
+judged.
+
+"Makes every gradient right" is a run of the backward with that value put in place (``fixes``).
+In 3 to 5 which value goes where must not be a guess (``_confused``, ``_Judge.unique``): the
+statement reads no quantity twice, no quantity under another's name, computes no quantity a
+name it reads holds, and no array it reads whose role is unsure (not named as its quantity, not
+the upstream gradient or the cache's as it came) could hold another quantity and make every
+gradient right. A run where a value was to change and did not (a loop that ran no time,
+``dx = dx``, ``g - g.mean()`` kept nowhere) is not judged. A value that is neither a quantity nor
+a near variant is passed over, and a statement that reads it is not judged. A line found in one
+case must be found in every other where a line is found, and in two of them at least (one small
+case alone may meet a quantity by chance); else nothing is said.
+
+``where_it_raised``: for a backward that raises, the shapes of the arrays on the line that raised
+and, for each value there that is a quantity in another shape (a dropped ``keepdims``, another
+order of the axes), the shape the derivation's has.
+"""
+import ast
+import builtins
+import contextlib
+import copy
+import dataclasses
+import inspect
+import io
+import itertools
+import linecache
+import sys
+import textwrap
+import traceback
+import types
+import warnings
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+from experiments.exercises import grading, mistakes
+from experiments.exercises.catalogue import as_tuple
+from experiments.exercises.terms import Parts, terms_of
+
+TOL = 1e-9          # two values are equal within TOL of the larger one's largest entry
+MAX_STEPS = 2000    # statements a recording follows (a loop is one)
+INDENT = " " * 9
+ALLOCATIONS = {f"{k}{like}" for k in ("empty", "zeros", "ones", "full") for like in ("", "_like")}
+
+
+# ----------------------------------------------------------------------------- recording
+
+def statements(fn):
+    """``{line: statement}`` of a function's source, every line of a statement mapped to it: a
+    loop's lines (and a compound statement's written on one line) to the loop, the header of
+    another compound statement to it and its blocks' lines to their own. None for a lambda, or
+    where the source cannot be read."""
+    code = getattr(fn, "__code__", None)
+    if code is None or code.co_name == "<lambda>":
+        return None
+    try:
+        lines, first = inspect.getsourcelines(fn)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    if not tree.body or not isinstance(tree.body[0], ast.FunctionDef):
+        return None
+    table = {}
+
+    def visit(body):
+        for s in body:
+            blocks = [b for b in [getattr(s, f, None) for f in ("body", "orelse", "finalbody")]
+                      + [h.body for h in getattr(s, "handlers", [])] if b]
+            whole = not blocks or isinstance(s, (ast.For, ast.While, ast.FunctionDef,
+                                                 ast.ClassDef)) or blocks[0][0].lineno == s.lineno
+            for n in range(s.lineno, (s.end_lineno if whole else blocks[0][0].lineno - 1) + 1):
+                table[n + first - 1] = s
+            for b in blocks * (not whole):
+                visit(b)
+    visit(tree.body[0].body)
+    return table
+
+
+@dataclass
+class Step:
+    """One statement as it ran: its ``node`` and first ``line``; the locals ``before`` and
+    ``after`` it (arrays copied), the objects themselves (``objects``, ``objects_after``: which
+    names are one array); what a return statement returned."""
+    node: Any
+    line: int
+    before: Dict[str, Any]
+    objects: Dict[str, Any]
+    after: Optional[Dict[str, Any]] = None
+    objects_after: Optional[Dict[str, Any]] = None
+    returned: Any = None
+
+
+@dataclass
+class Run:
+    """A recorded run: its ``steps``, its ``result`` or ``error`` (and the step that raised),
+    the function's globals."""
+    steps: List[Step]
+    result: Any
+    error: Optional[BaseException]
+    raised: Optional[int]
+    globals: Dict[str, Any]
+
+
+def _snapshot(values):
+    objects = dict(values)
+    return {n: v.copy() if isinstance(v, np.ndarray) else v for n, v in objects.items()}, objects
+
+
+def _nothing(*args, **kwargs):
+    return None
+
+
+@contextlib.contextmanager
+def quiet():
+    """The learner's code once more, silently: its prints swallowed, ``breakpoint()`` and
+    ``pdb.set_trace()`` doing nothing, NumPy's warnings off (the check's own run showed them)."""
+    pdb = sys.modules.get("pdb")
+    saved = sys.breakpointhook, getattr(pdb, "set_trace", None)
+    sys.breakpointhook = _nothing
+    if pdb:
+        pdb.set_trace = _nothing
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+                warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        sys.breakpointhook = saved[0]
+        if pdb:
+            pdb.set_trace = saved[1]
+
+
+def record(fn, table, dout, cache, fix=None):
+    """A quiet run of ``fn(dout, cache)`` within the check's time limit, each statement of
+    ``table`` (``statements``) recorded as it ran; ``fix(i, values)`` may change the locals
+    ``values`` as step i ends (a value put in place). The ``Run``, or None when it did not end
+    in time or ran more than ``MAX_STEPS`` statements."""
+    code, steps, state = fn.__code__, [], {"frame": None, "raised": None, "long": False}
+
+    def boundary(frame, node):
+        values = frame.f_locals   # read once: before 3.13 each read copies the frame's locals
+        if steps:                 # into it again, over what fix put there
+            steps[-1].after, steps[-1].objects_after = _snapshot(values)
+            if fix:
+                fix(len(steps) - 1, values)
+        if node is not None:
+            steps.append(Step(node, frame.f_lineno, *_snapshot(values)))
+
+    def local(frame, event, arg):
+        if event == "line":
+            node = table.get(frame.f_lineno)
+            if node is not None and not (steps and steps[-1].node is node):
+                if len(steps) >= MAX_STEPS:
+                    state["long"] = True
+                    return None
+                boundary(frame, node)
+        elif event == "exception":
+            state["raised"] = len(steps) - 1
+        elif event == "return":
+            boundary(frame, None)
+            if steps:
+                steps[-1].returned = arg
+        return local
+
+    def tracer(frame, event, arg):
+        if event == "call" and frame.f_code is code and state["frame"] is None:
+            state["frame"] = frame
+            return local
+        return None
+
+    result = error = None
+    try:
+        with quiet(), grading.guarded(tracer):
+            result = fn(dout, cache)
+    except grading.Hang:
+        return None
+    except grading.LEARNERS as e:
+        error = e
+    if state["long"]:
+        return None
+    return Run(steps, result, error, state["raised"] if error is not None else None,
+               fn.__globals__)
+
+
+def _written(step):
+    """The names a step bound, or whose array it changed."""
+    if step.after is None:
+        return []
+    return [n for n, v in step.after.items() if n not in step.before
+            or step.objects_after[n] is not step.objects[n]
+            or isinstance(v, np.ndarray) and not _identical(v, step.before[n])]
+
+
+def _identical(a, b):
+    return isinstance(b, np.ndarray) and a.shape == b.shape and bool(
+        np.array_equal(a, b, equal_nan=a.dtype.kind == "f"))
+
+
+# ----------------------------------------------------------------------------- the derivation
+
+class _Logged(Parts):
+    """A case's quantities, the reductions the terms take logged as (how, axis, input, output)."""
+
+    def __init__(self, raw, log):
+        super().__init__(raw)
+        self.log = log
+
+    def __getitem__(self, key):
+        value = super().__getitem__(key)
+        if not hasattr(value, "how"):
+            return value
+
+        def logged(a, f=value):
+            out = f(a)
+            self.log.append((f.how, f.axis, a, out))
+            return out
+        logged.how, logged.axis = value.how, value.axis
+        return logged
+
+
+class Quantities:
+    """The derivation's values in one case. ``known``: (label, array) in the order a value is
+    named by: the parts the terms read, the cache's arrays, the reductions the terms take, the
+    terms and their sums (either sign), those divided by a part, the values the layer's own
+    backward names; never an array of zeros, which says nothing of its role. ``reductions``:
+    (label, how, axis, input); ``confusable``: the parts the terms do not read (1 - t, u,
+    rstd^3); ``parts``: the parts named by a Python name; ``names``: those and the values
+    the layer's own backward binds once and does not return (du, dh), by their names;
+    ``scalars``: the cache's and the row's constants; ``sizes``: the case's; ``terms``: each
+    gradient's terms."""
+
+    def __init__(self, ex, case):
+        self.ex, self.case, self.known, self.reductions, self.terms = ex, case, [], [], {}
+        log = []
+        p = _Logged(ex.parts(case.dout, case.cache), log)
+        with np.errstate(all="ignore"):
+            found = ex.terms(p)
+            read = set(p.read)
+            every = {k: p[k] for k in dict(p.rules)}
+        arrays = {k: np.asarray(v) for k, v in every.items()
+                  if isinstance(v, (np.ndarray, np.generic))}
+        real = {k: v for k, v in arrays.items() if k in read}
+        self.parts = {k: v for k, v in real.items() if k.isidentifier()}
+        self.names = dict(self.parts)
+        self.confusable = [(k, v) for k, v in arrays.items()
+                           if k not in read and v.dtype.kind == "f"]
+        self.scalars = [c for c in as_tuple(case.cache) if isinstance(c, (int, float))] + list(
+            ex.constants.values())
+        self.sizes = dict(case.sizes)
+        for k, v in real.items():
+            self._add(k, v)
+        for i, a in enumerate(a for a in as_tuple(case.cache) if isinstance(a, np.ndarray)):
+            self._add(f"the cache's array {i}", a)
+        words = " ".join(label for ts in found.values() for label, _ in ts)
+        with np.errstate(all="ignore"):
+            for how, axis, a, out in log:
+                label = f"{how}({_product(a, real, words)})"
+                self.reductions.append((label, how, axis, a))
+                self._add(label, out)
+            self._terms(found, real)
+        table = statements(ex.backward)   # the values the layer's own backward names
+        run = table and record(ex.backward, table, case.dout, case.cache)
+        named = {}
+        for step in run.steps if run else []:
+            for name in _written(step):
+                if isinstance(step.after[name], np.ndarray) and step.after[name].dtype.kind == "f":
+                    named.setdefault(name, []).append(step.after[name])
+        for name, values in named.items():   # the last by its name, those before "as first"
+            for k, v in enumerate(values):
+                self._add(name if k == len(values) - 1 else f"{name}, as first computed", v)
+            if len(values) == 1 and not any(_same(values[0], r) for r in case.right):
+                self.names.setdefault(name, values[0])   # not dx: it holds partial sums too
+
+    def _terms(self, found, real):
+        """Each gradient, its terms and their sums (of either sign), and each of those divided
+        by a part or by a product of the scalar parts (dx / rstd, dlogits / (dloss * 1/N))."""
+        shapes = {g: np.shape(r) for g, r in zip(self.ex.grads, self.case.right)}
+        sums = []
+        for g, ts in found.items():
+            ts = [(label.split(" (")[0], np.broadcast_to(a, shapes[g])) for label, a in ts]
+            self.terms[g] = [a for _, a in ts]
+            for k in range(1, len(ts) + 1):
+                for ids in itertools.combinations(range(len(ts)), k):
+                    short = g if k == len(ts) else f"term{'s' * (k > 1)} " + " + ".join(
+                        str(i + 1) for i in ids) + f" of {g}"
+                    sums.append((short, f"{short}, {ts[ids[0]][0]}" if k == 1 < len(ts) else short,
+                                 sum(ts[i][1] for i in ids)))
+        scalars = [(k, v) for k, v in real.items() if v.ndim == 0 and v.dtype.kind == "f"]
+        divisors = [(k, v) for k, v in real.items() if v.ndim and v.dtype.kind == "f" and v.all()]
+        divisors += [(f"({' * '.join(k for k, _ in c)})" if len(c) > 1 else c[0][0],
+                      np.prod([v for _, v in c])) for n in range(1, len(scalars) + 1)
+                     for c in itertools.combinations(scalars, n)]
+        for short, label, s in sums:
+            self._add(label, s)
+            self._add(f"-({short})", -s)
+        for short, _, s in sums:
+            short = f"({short})" if " " in short else short
+            for name, f in divisors:
+                if mistakes._broadcasts(np.shape(f), s.shape):
+                    self._add(f"{short} / {name}", s / f)
+                    self._add(f"-{short} / {name}", -s / f)
+
+    def _add(self, label, value):
+        value = np.asarray(value)
+        if (value.dtype.kind in "iub" and value.size or value.dtype.kind == "f" and value.any()) \
+                and all(label != k for k, _ in self.known):
+            self.known.append((label, value))
+
+    def label(self, value):
+        """The label of the first quantity ``value`` holds (``aligned``), or None."""
+        return next((label for label, q in self.known if _same(value, q)), None)
+
+
+def _product(a, arrays, words):
+    """A reduction's input by the parts it is: "dxhat", "dxhat * xhat" (in the order the terms'
+    labels, ``words``, write it)."""
+    for k, v in arrays.items():
+        if _same(a, v):
+            return k
+    for (k1, v1), (k2, v2) in itertools.combinations(arrays.items(), 2):
+        if v1.ndim and v2.ndim and _same(a, v1 * v2):
+            return f"{k2} * {k1}" if f"{k2} * {k1}" in words else f"{k1} * {k2}"
+    return "..."
+
+
+def _close(a, b):
+    """Whether two arrays of one shape hold the same numbers (to ``TOL``; the same NaN and inf
+    count as equal)."""
+    if a.dtype.kind not in "fiub" or b.dtype.kind not in "fiub":
+        return False
+    if a.dtype.kind in "iub" or b.dtype.kind in "iub":
+        return bool(np.array_equal(a, b))
+    with np.errstate(all="ignore"):
+        err = mistakes.errors(a.astype(float), b.astype(float))
+        scale = max(np.abs(x[np.isfinite(x)]).max(initial=0) for x in (a, b))
+    return bool(np.all(err <= TOL * scale)) or scale < 1e-12 and bool(np.all(err < 1e-12))
+
+
+def _strip(shape):
+    return tuple(itertools.dropwhile(lambda d: d == 1, shape))
+
+
+def aligned(v, q):
+    """(v, q) in one shape when the learner's ``v`` is laid out as the derivation's ``q`` may
+    be: the same shape, q broadcast to v's, more or fewer leading axes of size 1, or the leading
+    axes reshaped; else None."""
+    v, q = np.asarray(v), np.asarray(q)
+    if v.shape == q.shape:
+        return v, q
+    if v.size == q.size and (_strip(v.shape) == _strip(q.shape)
+                             or v.ndim and q.ndim and v.shape[-1] == q.shape[-1]):
+        return v.reshape(q.shape), q
+    if mistakes._broadcasts(q.shape, v.shape):
+        return v, np.broadcast_to(q, v.shape)
+    return None
+
+
+def _same(v, q):
+    """Whether ``v`` holds the values of ``q`` (``aligned``)."""
+    pair = aligned(v, q)
+    return pair is not None and _close(*pair)
+
+
+def _put(q, v):
+    """The derivation's ``q`` laid out as the learner's ``v``, to put in its place."""
+    q = np.asarray(q, dtype=np.asarray(v).dtype)
+    if q.size == np.size(v):
+        return q.reshape(np.shape(v)).copy()
+    return np.broadcast_to(q, np.shape(v)).copy()
+
+
+# ----------------------------------------------------------------------------- near variants
+
+POWERS = ((2, "{}^2"), (3, "{}^3"), (-1, "1/{}"), (0.5, "sqrt({})"), (-0.5, "1/sqrt({})"))
+
+
+def variants(v, quantities):
+    """For each quantity of which the learner's ``v`` is a near variant, (what to say, with {}
+    for v's name; the kind of change and the quantity's label; the quantity to put in v's
+    place; and what to say without a condition, for entries, "at [3], [4]" for "where x < 0"):
+    one change before some entries (the fewest first), at most 12."""
+    v = np.asarray(v)
+    if v.dtype.kind != "f" or not v.size:
+        return []
+    found = []
+    with np.errstate(all="ignore"):
+        for label, q in quantities.known:
+            said = q.dtype.kind == "f" and _variant(v, label, q, quantities)
+            found += [said] if said else []
+    for name, c in quantities.confusable:
+        if _same(v, c):
+            found += [(0, f"your {{}} is {name}; the derivation has {label} there",
+                       "confusable " + label, _put(q, v), None) for label, q in quantities.known
+                      if q.dtype.kind == "f" and aligned(v, q) is not None]
+    return [f[1:] for f in sorted(found, key=lambda f: f[0])[:12]]
+
+
+def _variant(v, label, q, quantities):
+    """(rank, what to say, kind, q in v's place, what to say by position or None) when ``v``
+    is ``q`` with one change, else None."""
+    if v.size == q.size and v.ndim < q.ndim and _strip(v.shape) != _strip(q.shape):
+        kept = list(q.shape)
+        while len(kept) > v.ndim and 1 in kept:
+            kept.remove(1)   # which axes of size 1 were dropped does not change the values
+        if tuple(kept) == v.shape and _close(v.reshape(q.shape), q):
+            return (0, f"your {{}} is {label} without its kept axis, {v.shape}; the "
+                       f"derivation's keeps it, {q.shape}", "keepdims " + label, q.copy(), None)
+    if v.ndim == q.ndim >= 2:
+        for perm in itertools.permutations(range(q.ndim)):
+            if perm != tuple(range(q.ndim)) and v.shape == tuple(q.shape[i] for i in perm) \
+                    and _close(v, q.transpose(perm)):
+                how = ("transposed (its last two axes swapped)" if perm == tuple(
+                    range(q.ndim - 2)) + (q.ndim - 1, q.ndim - 2) else
+                    f"with its axes in another order (np.transpose(..., {perm}))")
+                return (0, f"your {{}} is {label} {how}, {v.shape}; the derivation's is "
+                           f"{q.shape}", "axes " + label, q.copy(), None)
+    for r_label, how, axis, a in quantities.reductions:
+        for how2, axes, keep in itertools.product(("mean", "sum"), [
+                c for n in range(1, a.ndim + 1) for c in itertools.combinations(range(a.ndim), n)]
+                                                  + [None], (True, False)):
+            r = getattr(np, how2)(a, axis=axes, keepdims=keep) if r_label == label else None
+            if r is not None and _same(v, r) and not _same(r, q):
+                kept = "" if keep or axes is None else ", without its kept axis"
+                return (0, f"your {{}} is the {how2} {_over(axes, a.ndim)} of "
+                           f"{r_label[len(how) + 1:-1]}{kept}; the derivation has {label}, the "
+                           f"{how} {_over(axis, a.ndim)}", "reduction " + label, q.copy(), None)
+    pair = aligned(v, q)
+    if pair is None:
+        return None
+    w, q2 = pair
+    qq = float(np.vdot(q2, q2))
+    if qq and np.all(np.isfinite(q2)) and np.all(np.isfinite(w)):
+        c = float(np.vdot(w, q2)) / qq
+        if c and abs(c - 1) > 1e-9 and _close(w, c * q2):
+            what = f"-({label}), the sign flipped" if abs(c + 1) < 1e-9 else \
+                f"{label} {_factor(c, quantities.sizes)}"
+            return (0, f"your {{}} is {what}; the derivation has {label}", "factor " + label,
+                    _put(q, v), None)
+        if not np.all((q2 == 0) | (q2 == 1)):
+            for p, fmt in POWERS:
+                if np.all(np.isfinite(q2 ** p)) and _close(w, q2 ** p):
+                    return (0, f"your {{}} is {fmt.format(label)}; the derivation has {label}",
+                            "power " + label, _put(q, v), None)
+    differ = ~np.isclose(w, q2, rtol=TOL, atol=TOL * max(np.abs(q2).max(initial=0), 1e-300),
+                         equal_nan=True)
+    if 0 < differ.sum() < differ.size:   # said by a condition, and by position
+        return (1 + differ.mean(), f"your {{}} differs from the derivation's {label} "
+                                   f"{_where(differ, quantities)}", "entries " + label, _put(q, v),
+                f"your {{}} differs from the derivation's {label} {_at(differ)}")
+    return None
+
+
+def _over(axis, ndim):
+    """A reduction's axes in words: "over the row (axis -1)", "over axis 0", "over every
+    entry"."""
+    if axis is None:
+        return "over every entry"
+    axes = sorted(a % ndim for a in np.atleast_1d(axis))
+    if axes == [ndim - 1]:
+        return "over the row (axis -1)"
+    if axes == list(range(ndim - 1)) and ndim > 2:
+        return "over every axis but the last"
+    return f"over axis {axes[0]}" if len(axes) == 1 else \
+        f"over axes {', '.join(map(str, axes[:-1]))} and {axes[-1]}"
+
+
+def _where(mask, quantities):
+    """Where ``mask`` is true, in words: by the sign of a part ("where x < 0"), else ``_at``."""
+    for label, a in quantities.parts.items():
+        if a.dtype.kind == "f" and a.shape == mask.shape and 0 < mask.sum() < mask.size:
+            for sign, test in (("> 0", a > 0), ("< 0", a < 0), (">= 0", a >= 0), ("<= 0", a <= 0)):
+                if np.array_equal(mask, test):
+                    return f"where {label} {sign}"
+    return _at(mask)
+
+
+def _at(mask):
+    """The entries where ``mask`` is true, in words: "in row 3 (of 4)", "at [0, 2] and 4 more
+    (6 of its 20 entries)"."""
+    if mask.ndim >= 2 and np.array_equal(mask.all(axis=-1), mask.any(axis=-1)):
+        rows = [str(int(i[0])) if len(i) == 1 else str([int(j) for j in i])
+                for i in np.argwhere(mask.any(axis=-1))]
+        return f"in row{'s' * (len(rows) > 1)} {', '.join(rows)} (of {np.prod(mask.shape[:-1])})"
+    at = [f"[{', '.join(str(int(j)) for j in i)}]" for i in np.argwhere(mask)]
+    more = f" and {len(at) - 3} more" if len(at) > 3 else ""
+    return f"at {', '.join(at[:3])}{more} ({len(at)} of its {mask.size} entries)"
+
+
+def _factor(c, sizes):
+    """A factor in words: a size of the case ("times C (6)", "divided by N (4)"), or a number."""
+    for name, s in sizes.items():
+        if np.isclose(c, s, rtol=1e-12):
+            return f"times {name.split()[0]} ({s:g})"
+        if np.isclose(c, 1 / s, rtol=1e-12):
+            return f"divided by {name.split()[0]} ({s:g})"
+    return f"times {mistakes.number(float(c))}"
+
+
+# ----------------------------------------------------------------------------- judging a statement
+
+def _names(node):
+    """(reads, writes): the names a statement loads (not the array a plain subscript assignment
+    only writes into, nor a loop's own variables; ``a`` of ``a += b``), the names it binds or
+    assigns into."""
+    parts = [node.test] if isinstance(node, ast.If) else [
+        i.context_expr for i in node.items] if isinstance(node, ast.With) else [] if isinstance(
+        node, ast.Try) else [node]
+    if isinstance(node, ast.AugAssign):
+        parts.insert(0, node.target.value if isinstance(node.target, (ast.Subscript, ast.Attribute))
+                     else ast.Name(node.target.id, ast.Load()))
+    into = {id(t.value) for t in getattr(node, "targets", []) if isinstance(t, ast.Subscript)}
+    own = {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)} if isinstance(
+        node, ast.For) else set()
+    reads = []
+    for n in (n for part in parts for n in ast.walk(part)):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in into \
+                and n.id not in own and n.id not in reads:
+            reads.append(n.id)
+    writes = set()
+    for t in filter(None, getattr(node, "targets", []) + [getattr(node, "target", None)]):
+        while isinstance(t, (ast.Subscript, ast.Attribute)):
+            t = t.value
+        writes |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return reads, writes
+
+
+def _reads(step, run, quantities):
+    """``{name: label}`` of the arrays a statement reads when every value it reads is right
+    (the module's docstring), else None."""
+    reads, writes = _names(step.node)
+    changed = set(_written(step)) & (writes | set(reads))
+    labels = {}
+    for name in reads:
+        local = name in step.before
+        x = step.before[name] if local else run.globals.get(name, getattr(builtins, name, None))
+        if isinstance(x, (types.ModuleType, type, str, bool, np.dtype)) or x is None or (
+                callable(x) and not isinstance(x, np.ndarray)):
+            continue
+        if isinstance(x, np.ndarray) and (x.ndim or quantities.label(x) is not None):
+            label = quantities.label(x)
+            if label is None and x.dtype.kind == "f" and not x.any() and (
+                    isinstance(step.node, (ast.For, ast.While)) or name in changed):
+                label = "zeros"   # an accumulator's start
+            if label is None:
+                return None
+            labels[name] = label
+        elif isinstance(x, (int, float, np.number, np.ndarray)):
+            if not (_scalar(name, x.item() if hasattr(x, "item") else x, quantities)
+                    or quantities.label(np.asarray(x)) is not None):
+                return None
+        elif not (isinstance(x, tuple) and (_equal(x, quantities.case.cache) or any(
+                _equal(x, c) for c in as_tuple(quantities.case.cache)) or all(
+                isinstance(d, int) for d in x) and any(x in (q.shape, q.shape[:-1])
+                                                       for _, q in quantities.known))):
+            return None
+    return labels
+
+
+def _scalar(name, x, quantities):
+    """Whether a number a statement reads is right: the cache's or the row's, or a size of the
+    case (the size its name says, when it is one of the sizes' letters, C or N)."""
+    if any(np.isclose(x, c, rtol=1e-12) if isinstance(x, float) else type(x) is type(c) and x == c
+           for c in quantities.scalars):
+        return True
+    letters = {n.split()[0]: s for n, s in quantities.sizes.items()}
+    if name in letters:
+        return x == letters[name]
+    return isinstance(x, (int, np.integer)) and x in letters.values()
+
+
+def _equal(a, b):
+    """Whether two values the cache may hold are equal (tuples of arrays entry by entry)."""
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return isinstance(a, np.ndarray) and _identical(a, b)
+    return type(a) is type(b) and a == b
+
+
+def _confused(labels, quantities, step, run):
+    """Whether which value goes where is a guess: two names read hold one quantity, a name of
+    the derivation holds another of its quantities, or a part of the statement computes a
+    quantity that a name it reads (not inside that part) holds."""
+    if len(set(labels.values())) < len(labels) or any(
+            n in quantities.names and not _same(step.before[n], quantities.names[n]) for n in labels):
+        return True
+    for node, v in _parts_of(step, run):
+        inside = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        if quantities.label(v) in {lab for n, lab in labels.items() if n not in inside}:
+            return True
+    return False
+
+
+def _parts_of(step, run):
+    """(node, value) of each NumPy call and operation in a statement (not a loop's), computed
+    again on copies of its inputs, quietly and within the time limit; one that calls anything
+    but NumPy, or cannot be computed, is left out."""
+    if isinstance(step.node, (ast.For, ast.While, ast.If, ast.With, ast.Try)):
+        return []
+    found = []
+    for node in ast.walk(step.node):
+        if isinstance(node, (ast.Call, ast.BinOp, ast.UnaryOp)) and _numpy_only(node, step, run):
+            try:
+                with quiet(), grading.guarded():
+                    value = eval(compile(ast.Expression(node), "<trace>", "eval"), run.globals,
+                                 {n: v.copy() if isinstance(v, np.ndarray) else v
+                                  for n, v in step.before.items()})
+            except (grading.Hang, *grading.LEARNERS):
+                continue
+            if isinstance(value, np.ndarray):
+                found.append((node, value))
+    return found
+
+
+def _numpy_only(node, step, run):
+    """Whether every call in an expression is NumPy's: a function of a NumPy module or an
+    array's method."""
+    for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
+        root = call.func
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if not isinstance(root, ast.Name):   # a method of what an inner operation or call
+            continue                         # gives: those are judged on their own
+        value = step.before.get(root.id, run.globals.get(root.id))
+        if isinstance(call.func, ast.Attribute) and isinstance(value, np.ndarray):
+            continue
+        module = value.__name__ if isinstance(value, types.ModuleType) else getattr(
+            value, "__module__", None) if isinstance(call.func, ast.Name) else None
+        if not (isinstance(module, str) and module.split(".")[0] == "numpy"):
+            return False
+    return True
+
+
+# ----------------------------------------------------------------------------- the first wrong line
+
+@dataclass
+class Finding:
+    """A first wrong line: its ``line``, its ``kind`` (of change and quantity) and what to say,
+    a first line (``{where}`` for the file) and the lines under it; ``plain``, the same without
+    a condition ("where x < 0"), by position."""
+    line: int
+    kind: str
+    said: List[str]
+    plain: Optional[List[str]] = None
+
+
+def _wrong(result, case, scales):
+    """{gradient index: the learner's array} of each gradient of ``result`` the check calls
+    wrong (its tolerance, its ``scales``); every index when the result has another count."""
+    got = as_tuple(result)
+    if len(got) != len(case.right):
+        return dict(enumerate(case.right))
+    return {j: y for j, (y, r, s) in enumerate(zip(got, case.right, scales))
+            if not (isinstance(y, (np.ndarray, np.generic))
+                    and mistakes.close(np.asarray(y, dtype=np.float64), r, s))}
+
+
+def _scales(ex, case):
+    """Each gradient's scale in a case, as the check takes it (its largest entry or term)."""
+    found = terms_of(ex, ex.parts(case.dout, case.cache),
+                     {g: np.shape(r) for g, r in zip(ex.grads, case.right)})
+    return [mistakes.scale_of(r, found[g]) for g, r in zip(ex.grads, case.right)]
+
+
+class _Judge:
+    """The statements of one recorded run of the learner's backward on ``case``, judged in the
+    order they ran (the module's docstring, 1-5)."""
+
+    def __init__(self, ex, fn, table, case):
+        self.fn, self.table, self.case, self.grads = fn, table, case, ex.grads
+        self.scales = _scales(ex, case)
+        self.run = record(fn, table, case.dout.copy(), copy.deepcopy(case.cache))
+        ok = self.run is not None and self.run.error is None
+        self.quantities = Quantities(ex, case) if ok else None
+
+    def first(self, only=None):
+        """The first wrong line (at line ``only``, if given), or None."""
+        if self.quantities is None:
+            return None
+        if any(_idle(step, self.run) for step in self.run.steps):
+            return None   # a value that was to change may not have: what reads it is no judge
+        for i, step in enumerate(self.run.steps):
+            if step.after is None or only is not None and step.line != only:
+                continue
+            found = self.alias(i, step) or self.reused(i, step)
+            labels = None if found or _allocates(step) else _reads(step, self.run, self.quantities)
+            if labels is not None:
+                found = self.misnamed(i, step) or (
+                    None if _confused(labels, self.quantities, step, self.run) else
+                    self.variant(i, step) or self.makes(i, step, labels))
+                found = found if found is None or found.kind == "name" or self.unique(
+                    i, step, labels) else None
+            if found:
+                return found
+        return None
+
+    def fixes(self, fixes):
+        """Whether a run with ``fixes`` ({step: {name: value}}, put in place as the step ends)
+        makes every gradient right."""
+        def fix(i, values):
+            for name, value in fixes.get(i, {}).items():
+                values[name] = value.copy() if isinstance(value, np.ndarray) else value
+        run = record(self.fn, self.table, self.case.dout.copy(), copy.deepcopy(self.case.cache),
+                     fix)
+        return run is not None and run.error is None and not _wrong(run.result, self.case,
+                                                                    self.scales)
+
+    def text(self, step):
+        return linecache.getline(self.fn.__code__.co_filename, step.line).strip()
+
+    def finding(self, step, kind, *said):
+        return Finding(step.line, kind, [f"first wrong line: {{where}}:{step.line}   "
+                                         f"{self.text(step)}", *said])
+
+    def alias(self, i, step):
+        """1. An array changed in place through another name, that a later line reads."""
+        steps, writes = self.run.steps, _names(step.node)[1]
+        for b in _written(step):
+            if b in writes or step.objects_after.get(b) is not step.objects.get(b):
+                continue
+            a = next((w for w in writes if w in step.objects and _shares(
+                step.objects[w], step.objects[b])), None)
+            later = next((s for s in steps[i + 1:] if b in _names(s.node)[0]
+                          and s.objects.get(b) is step.objects[b]), None)
+            if a is None or later is None or not self.fixes({i: {b: step.before[b]}}):
+                continue
+            bound = next((s for s in reversed(steps[:i]) if a in _written(s)), None)
+            was = self.quantities.label(step.before[b])
+            return self.finding(
+                step, "alias", (f"it also changed {b}: {a} is {b}, the same array" if
+                                step.objects[a] is step.objects[b] else
+                                f"it also changed {b}: {a} is a view of {b} (they share memory)")
+                + (f", since line {bound.line} ({self.text(bound)})" if bound else ""),
+                f"line {later.line} reads {b}, no longer " + (
+                    f"the derivation's {was}" if was else "what it was")
+                + f": a copy ({a} = {b}.copy()) keeps them apart")
+        return None
+
+    def reused(self, i, step):
+        """2. A name read after an earlier line reassigned it, its earlier value right there
+        and its new value read by another line (else the reassignment may be the mistake)."""
+        steps = self.run.steps
+        for n in _names(step.node)[0]:
+            earlier = next((s for s in reversed(steps[:i]) if n in s.before and n in _written(s)
+                            and s.objects_after[n] is not s.objects[n]), None)
+            if earlier is None or earlier.objects_after[n] is not step.objects.get(n):
+                continue
+            old, now = earlier.before[n], step.before[n]
+            was, is_now = self.quantities.label(old), self.quantities.label(now)
+            if was is None or was == is_now or not any(   # the new value is read elsewhere:
+                    s is not step and n in _names(s.node)[0] and s.objects.get(n) is
+                    step.objects[n] for s in steps[steps.index(earlier) + 1:]):   # it was meant
+                continue
+            if self.fixes({i - 1: {n: old}, i: {n: now}}) or self.fixes({i - 1: {n: old}}):
+                return self.finding(step, "reused", (
+                    f"it reads {n}, which line {earlier.line} reassigned ({self.text(earlier)}): "
+                    f"{n} is " + (f"the derivation's {is_now}" if is_now else "another value")
+                    + f" there, where the derivation's {was} belongs"))
+        return None
+
+    def misnamed(self, i, step):
+        """3. Names of the derivation bound to others of its quantities."""
+        q = self.quantities
+        names = {n: q.names[n] for n in _written(step) if n in q.names and isinstance(
+            step.after[n], np.ndarray) and not _same(step.after[n], q.names[n])
+                 and q.label(step.after[n]) is not None}
+        if names and self.fixes({i: names}):
+            return self.finding(step, "name", "; ".join(
+                f"your {n} is the derivation's {q.label(step.after[n])}, not its {n}"
+                for n in names))
+        return None
+
+    def certain(self, step, name, label):
+        """Whether the role of an array a statement reads is sure: its name is its quantity's
+        (rstd), or it is the upstream gradient or an array of the cache as the backward got it
+        (``xhat, weight, rstd = cache``), or reshaped (``d2 = dout.reshape(-1, C)``), not
+        copied under another name (``local = r``, where 2 * r may have been meant)."""
+        upstream, cache = self.fn.__code__.co_varnames[:2]
+        if name in (label, upstream):
+            return True
+        bound = next((s for s in reversed(self.run.steps[:self.run.steps.index(step)])
+                      if name in _written(s)), None)
+        value = getattr(getattr(bound, "node", None), "value", None)
+        if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name):
+            value = value.value
+        if isinstance(value, ast.Name):
+            return value.id == cache
+        args = [np.asarray(self.case.dout)] + [a for a in as_tuple(self.case.cache)
+                                                if isinstance(a, np.ndarray)]
+        return isinstance(value, ast.Call) and any(
+            _same(step.before[name], a) for a in args)
+
+    def unique(self, i, step, labels):
+        """Whether no array the statement reads whose role is unsure could hold another of the
+        quantities and make every gradient right (then an earlier line may have made the
+        right quantity for the wrong role, and this one be right)."""
+        for n, label in labels.items():
+            if label == "zeros" or self.certain(step, n, label):
+                continue
+            v = step.before[n]
+            for other, q in self.quantities.known:
+                if q.dtype.kind != "f" or _same(v, q):
+                    continue
+                if q.size == v.size and aligned(v, q) is not None and self.fixes(
+                        {i - 1: {n: _put(q, v)}}) or q.size > v.size and mistakes._broadcasts(
+                        v.shape, q.shape) and self.fixes({i - 1: {n: q.copy()}}):
+                    return False
+        return True
+
+    def variant(self, i, step):
+        """4. A near variant of a quantity, the quantity in its place making every gradient
+        right."""
+        for n in _written(step):
+            v = step.after[n]
+            if isinstance(v, np.ndarray) and v.any() and self.quantities.label(v) is None:
+                for what, kind, q, plain in variants(v, self.quantities):
+                    if self.fixes({i: {n: q}}):
+                        found = self.finding(step, kind, what.format(n))
+                        found.plain = found.said[:1] + [(plain or what).format(n)]
+                        return found
+        return None
+
+    def makes(self, i, step, labels):
+        """5. A gradient the backward returns, made wrong by the statement that made the array
+        it returns (not an array of zeros, an accumulator's start), reading right values. Not
+        when that is a quantity of another role (it is returned in the wrong place), or a sum
+        of some of the gradient's terms made before the return (a line after it may be
+        missing)."""
+        steps, wrong = self.run.steps, _wrong(self.run.result, self.case, self.scales)
+        returns = step is steps[-1] and step.returned is not None
+        for j, y in wrong.items():
+            if not isinstance(y, np.ndarray) or not y.any():
+                continue
+
+            def makes_y(s):   # the statement that made the array returned, in its shape
+                return any(_shares(s.objects_after[n], y) and np.shape(s.after[n]) == y.shape
+                           for n in _written(s))
+            if not (makes_y(step) or returns and not any(makes_y(s) for s in steps[:-1])) \
+                    or any(makes_y(s) for s in steps[i + 1:]):
+                continue
+            g, right = self.grads[j], self.case.right[j]
+            label, kind = self.quantities.label(y), self.combination(g, y)
+            if _same(y, right):   # the statement that gave it this shape: the array itself
+                if not any(step.objects_after[n] is y for n in _written(step)):
+                    continue
+                label = f"the right values in shape {y.shape}, where the derivation's is {right.shape}"
+            elif label is not None and not (kind == "other" or kind == "sum" and returns):
+                continue
+            reads = ", ".join(m if lab == m else f"{m} = {lab}" for m, lab in labels.items())
+            return self.finding(step, "makes", (f"what it reads is right ({reads}); " if reads
+                                                else "") + f"what it makes, your {g}, is not"
+                                + (f": it is {label}" if label else ""))
+        return None
+
+    def combination(self, g, y):
+        """Whether ``y`` is gradient ``g``'s terms each times 0, 1, -1 or 2, two of them at
+        least (one alone may be a part the backward keeps to add later): "sum" when a sum of
+        some of them, "other" else, or None."""
+        ts = self.quantities.terms.get(g)
+        if not ts or np.shape(y) != ts[0].shape:
+            return None
+        f = mistakes.fit([np.asarray(y, dtype=np.float64)], [sum(ts)], [ts],
+                         [mistakes.scale_of(sum(ts), [])])
+        if f is None or any(x not in (0, 1, -1, 2) for x in f) or sum(x != 0 for x in f) < 2:
+            return None
+        return "sum" if set(f) <= {0, 1} else "other"
+
+
+def _allocates(step):
+    """Whether a statement allocates an array to be filled (``np.empty_like(x)``, ``np.zeros``):
+    its values are no one's; what fills it, or not, is judged."""
+    value = getattr(step.node, "value", None)
+    return isinstance(value, ast.Call) and getattr(
+        value.func, "attr", getattr(value.func, "id", None)) in ALLOCATIONS
+
+
+def _idle(step, run):
+    """Whether a statement changed nothing where it was to change something: a loop that bound
+    or changed nothing but its own variables (it ran no time), an assignment that leaves every
+    name as it was (``dx = dx``), or a NumPy value computed and kept nowhere (``g - g.mean()``
+    alone on its line: an assignment forgotten?)."""
+    node = step.node
+    if isinstance(node, (ast.For, ast.While)):
+        own = {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)} if isinstance(
+            node, ast.For) else set()
+        return not set(_written(step)) - own
+    if isinstance(node, (ast.Assign, ast.AugAssign)) and step.after is not None:
+        return not _written(step)   # dx = dx: an operation left out?
+    return isinstance(node, ast.Expr) and not isinstance(node.value, ast.Constant) and not \
+        _written(step) and _numpy_only(node.value, step, run)
+
+
+def _shares(a, b):
+    return a is b or isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and \
+        np.shares_memory(a, b)
+
+
+def first_wrong_line(ex, fn, cases, yours, where):
+    """The lines that point at the first wrong line of the learner's ``fn`` (``yours``: its
+    float64 results on ``cases``; ``where``: its file as the report names it): "first wrong
+    line: FILE:LINE   CODE", then what it says there; [] when no line can be pointed at
+    surely (the module's docstring).
+
+    Each case where a gradient is wrong is judged on its own, the smallest first; a line found
+    in one is taken when every other such case finds it too, finds none, or finds it when
+    judged at that line alone, and two of them find it at least (one when one case is wrong:
+    one small case alone may meet a quantity by chance). The words are those of the kind most
+    of them found, those most say, else the smallest case's (without a condition such as
+    "where x < 0", which one case alone may meet by chance)."""
+    try:
+        return _first_wrong_line(ex, fn, cases, yours, where)
+    except (TypeError, ValueError):   # a value of the learner's NumPy cannot compare (an
+        return []                     # array of objects): nothing to say
+
+
+def _first_wrong_line(ex, fn, cases, yours, where):
+    table = statements(fn)
+    failing = [c for c, y in zip(cases, yours) if _wrong(y, c, _scales(ex, c))]
+    if table is None or not failing:
+        return []
+    failing.sort(key=lambda c: sum(np.size(a) for a in c.args))
+    judges = [_Judge(ex, fn, table, c) for c in failing]
+    found = [j.first() for j in judges]
+    for line in sorted({f.line for f in found if f},
+                       key=lambda n: -sum(1 for f in found if f and f.line == n)):
+        at = [f if f is None or f.line == line else j.first(only=line)
+              for j, f in zip(judges, found)]
+        if all(a is not None or f is None for a, f in zip(at, found)) and \
+                sum(a is not None for a in at) >= min(2, len(at)):
+            at = [a for a in at if a]
+            kind = max(at, key=lambda a: sum(b.kind == a.kind for b in at)).kind
+            at = [a for a in at if a.kind == kind]   # the kind most cases found; its words
+            best = max(at, key=lambda a: sum(b.said == a.said for b in at))   # most say,
+            said = best.said if sum(b.said == best.said for b in at) > 1 or len(at) == 1 \
+                else at[0].plain or at[0].said   # else the smallest case's, no condition
+            return [s.replace("{where}", str(where)) for s in said]
+    return []
+
+
+# ----------------------------------------------------------------------------- where it raised
+
+def where_it_raised(ex, fn, case, where):
+    """For a backward that raised on ``case``, the lines to add to its traceback: the line that
+    raised (the learner's function's own), the shapes of the arrays it reads and, for each value
+    there that is a quantity in another shape, the derivation's shape; [] when it raised
+    elsewhere or not again."""
+    try:
+        return _where_it_raised(ex, fn, case, where)
+    except (TypeError, ValueError):   # a value NumPy cannot compare: nothing to add
+        return []
+
+
+def _where_it_raised(ex, fn, case, where):
+    table = statements(fn)
+    run = table and record(fn, table, case.dout.copy(), copy.deepcopy(case.cache))
+    if not run or run.error is None or run.raised is None or run.raised < 0:
+        return []
+    frames = [f for f in traceback.extract_tb(run.error.__traceback__)
+              if f.filename == fn.__code__.co_filename]
+    step = run.steps[run.raised]
+    if not frames or frames[-1].name != fn.__code__.co_name or table.get(
+            frames[-1].lineno) is not step.node:
+        return []
+    quantities = Quantities(ex, case)
+    reads = [n for n in _names(step.node)[0] if isinstance(step.before.get(n), np.ndarray)]
+    lines = [f"where it raised, {where}:{frames[-1].lineno}   {frames[-1].line}",
+             INDENT + ", ".join(f"{n} {step.before[n].shape}" for n in reads)]
+    widest = max([step.before[n].shape for n in reads], key=np.prod, default=())
+    for source, v in [(n, step.before[n]) for n in reads] + [
+            (ast.unparse(node), v) for node, v in _parts_of(step, run)]:
+        if quantities.label(v) is not None:
+            continue
+        for what, kind, q, _ in variants(v, quantities):
+            if np.shape(q) != np.shape(v):
+                fits = f", which broadcasts against {widest}" if kind.startswith("keepdims") \
+                    and _fits(q.shape, widest) and not _fits(v.shape, widest) else ""
+                lines.append(INDENT + what.format(source) + fits)
+                break
+    return [s + "\n" for s in lines]
+
+
+def _fits(shape, to):
+    try:
+        np.broadcast_shapes(shape, to)
+        return True
+    except ValueError:
+        return False
