@@ -78,4 +78,5 @@ def test_each_notebook_runs_top_to_bottom(path, tmp_path):
         stored = nbformat.read(path, as_version=4)
         assert _words(stored.cells) == _words(nb.cells), (
             f"{path.name}'s stored outputs are not what it prints now: run it again and save "
-            f"it (jupyter nbconvert --to notebook --execute --inplace {path.name}, in notebooks/)")
+            f"it (with the notebooks extra: jupyter nbconvert --to notebook --execute --inplace "
+            f"notebooks/{path.name})")
