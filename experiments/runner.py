@@ -299,7 +299,7 @@ def run(study, argv):
 
     for line in rep.stdout_lines():
         print(line)
-    print(f"\nOutputs written to {out.resolve()}")
+    print(f"\nOutputs written to {out}")
     if rep.earlier:
         print(rep.earlier_line())
     if plot_note:

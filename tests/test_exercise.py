@@ -689,6 +689,13 @@ def test_a_file_that_is_not_an_exercise_is_bad_input(tmp_path, capsys, name, con
     assert err.count("\n") == 1 and words in err
 
 
+def test_a_fifo_is_named_as_such_not_as_missing(tmp_path, capsys):
+    os.mkfifo(tmp_path / "gelu.py")
+    assert main(["check", "gelu", "--file", str(tmp_path / "gelu.py")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "gelu.py: not a regular file (a FIFO or a device)" in err
+
+
 # ----------------------------------------------------------------------------- training
 
 def test_check_folder_refuses_what_cannot_train(tmp_path):

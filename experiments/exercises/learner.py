@@ -31,7 +31,8 @@ def load(ex, path):
         LearnerError: the file raised when imported (a SyntaxError, a ``sys.exit()``...).
     """
     path = Path(path)
-    why = ("is a folder" if path.is_dir() else "no such file" if not path.is_file() else
+    why = ("is a folder" if path.is_dir() else "no such file" if not path.exists() else
+           "not a regular file (a FIFO or a device)" if not path.is_file() else
            "not a .py file" if path.suffix != ".py" else "")
     if why:
         raise cli.UsageError(f"{path}: {why} ({COMMAND} start {ex.name} writes {ex.name}.py)")
