@@ -460,6 +460,14 @@ def test_the_rerun_keeps_the_time_limit(monkeypatch):
     assert time.perf_counter() - start < 2 and sys.gettrace() is None
 
 
+def test_the_search_gives_up_past_its_budget_and_says_nothing(tmp_path, capsys, monkeypatch):
+    name, body, _ = KINDS[0]
+    assert checked(tmp_path, capsys, name, body)[3] is not None
+    monkeypatch.setattr(trace, "BUDGET", 0.0)
+    out, _, _, pointed, _ = checked(tmp_path / "again", capsys, name, body)
+    assert pointed is None and out[-1].startswith("1 of 3 gradients wrong")
+
+
 def test_a_debugger_that_replaces_the_recorder_has_no_time_limit(monkeypatch):
     monkeypatch.setattr(grading, "TIME_LIMIT", 0.05)
 

@@ -9,7 +9,8 @@ together): the values it reads, before it runs, and the names it binds or change
 are compared with the derivation's for the same inputs (``Quantities``): the row's ``parts`` that
 its terms read, the reductions the terms take (mean(dxhat * xhat)), each term and each sum of
 terms, of either sign and divided by a part or by the scalars (dx / rstd), each gradient, the
-cache's arrays and the values the layer's own backward names (da, dP); equal up to
+products of two parts (dout * xhat), the cache's arrays and the values the layer's own
+backward names (da, dP); equal up to
 broadcasting, a ``keepdims`` and a reshape of the leading axes (``aligned``).
 
 A statement is judged only when every value it reads is right (``_reads``): one of those (or an
@@ -61,6 +62,7 @@ import itertools
 import linecache
 import sys
 import textwrap
+import time
 import traceback
 import types
 import warnings
@@ -75,6 +77,7 @@ from experiments.exercises.terms import Parts, terms_of
 
 TOL = 1e-9          # two values are equal within TOL of the larger one's largest entry
 MAX_STEPS = 2000    # statements a recording follows (a loop is one)
+BUDGET = 20.0       # seconds the search for a first wrong line may take, its runs together
 INDENT = " " * 9
 ALLOCATIONS = {f"{k}{like}" for k in ("empty", "zeros", "ones", "full") for like in ("", "_like")}
 
@@ -84,15 +87,17 @@ ALLOCATIONS = {f"{k}{like}" for k in ("empty", "zeros", "ones", "full") for like
 def statements(fn):
     """``{line: statement}`` of a function's source, every line of a statement mapped to it: a
     loop's lines (and a compound statement's written on one line) to the loop, the header of
-    another compound statement to it and its blocks' lines to their own. None for a lambda, or
-    where the source cannot be read."""
+    another compound statement to it and its blocks' lines to their own. None for a lambda, a
+    decorated function, or where the source cannot be read."""
     code = getattr(fn, "__code__", None)
-    if code is None or code.co_name == "<lambda>":
-        return None
+    if code is None or code.co_name == "<lambda>" or hasattr(fn, "__wrapped__"):
+        return None   # a decorator's wrapper: its code is not the learner's lines
     try:
         lines, first = inspect.getsourcelines(fn)
         tree = ast.parse(textwrap.dedent("".join(lines)))
     except (OSError, TypeError, SyntaxError):
+        return None
+    if first != code.co_firstlineno:
         return None
     if not tree.body or not isinstance(tree.body[0], ast.FunctionDef):
         return None
@@ -258,7 +263,7 @@ class Quantities:
     """The derivation's values in one case. ``known``: (label, array) in the order a value is
     named by: the parts the terms read, the cache's arrays, the reductions the terms take, the
     terms and their sums (either sign), those divided by a part, the values the layer's own
-    backward names; never an array of zeros, which says nothing of its role. ``reductions``:
+    backward names, the products of two parts (dout * xhat); never an array of zeros, which says nothing of its role. ``reductions``:
     (label, how, axis, input); ``confusable``: the parts the terms do not read (1 - t, u,
     rstd^3); ``parts``: the parts named by a Python name; ``names``: those and the values
     the layer's own backward binds once and does not return (du, dh), by their names;
@@ -306,6 +311,12 @@ class Quantities:
                 self._add(name if k == len(values) - 1 else f"{name}, as first computed", v)
             if len(values) == 1 and not any(_same(values[0], r) for r in case.right):
                 self.names.setdefault(name, values[0])   # not dx: it holds partial sums too
+        with np.errstate(all="ignore"):
+            for (k1, v1), (k2, v2) in itertools.combinations(real.items(), 2):
+                if v1.ndim and v2.ndim and v1.dtype.kind == v2.dtype.kind == "f" and \
+                        mistakes._broadcasts(v1.shape, v2.shape):   # dout * xhat
+                    self._add(f"{k2} * {k1}" if f"{k2} * {k1}" in words else f"{k1} * {k2}",
+                              v1 * v2)
 
     def _terms(self, found, real):
         """Each gradient, its terms and their sums (of either sign), and each of those divided
@@ -702,8 +713,9 @@ class _Judge:
     """The statements of one recorded run of the learner's backward on ``case``, judged in the
     order they ran (the module's docstring, 1-5)."""
 
-    def __init__(self, ex, fn, table, case):
+    def __init__(self, ex, fn, table, case, deadline):
         self.fn, self.table, self.case, self.grads = fn, table, case, ex.grads
+        self.deadline = deadline
         self.scales = _scales(ex, case)
         self.run = record(fn, table, case.dout.copy(), copy.deepcopy(case.cache))
         ok = self.run is not None and self.run.error is None
@@ -736,6 +748,8 @@ class _Judge:
         def fix(i, values):
             for name, value in fixes.get(i, {}).items():
                 values[name] = value.copy() if isinstance(value, np.ndarray) else value
+        if time.monotonic() > self.deadline:
+            raise TimeoutError   # the search gives up: nothing is said
         run = record(self.fn, self.table, self.case.dout.copy(), copy.deepcopy(self.case.cache),
                      fix)
         return run is not None and run.error is None and not _wrong(run.result, self.case,
@@ -838,8 +852,10 @@ class _Judge:
                 if q.dtype.kind != "f" or _same(v, q):
                     continue
                 if q.size == v.size and aligned(v, q) is not None and self.fixes(
-                        {i - 1: {n: _put(q, v)}}) or q.size > v.size and mistakes._broadcasts(
-                        v.shape, q.shape) and self.fixes({i - 1: {n: q.copy()}}):
+                        {i - 1: {n: _put(q, v)}}) or q.size != v.size and (
+                        mistakes._broadcasts(v.shape, q.shape) or q.ndim == v.ndim and
+                        mistakes._broadcasts(q.shape, v.shape)) and self.fixes(
+                        {i - 1: {n: q.copy()}}):   # a bigger one, or one reduced: keepdims
                     return False
         return True
 
@@ -942,11 +958,14 @@ def first_wrong_line(ex, fn, cases, yours, where):
     judged at that line alone, and two of them find it at least (one when one case is wrong:
     one small case alone may meet a quantity by chance). The words are those of the kind most
     of them found, those most say, else the smallest case's (without a condition such as
-    "where x < 0", which one case alone may meet by chance)."""
+    "where x < 0", which one case alone may meet by chance). Past ``BUDGET`` seconds, the runs
+    together, nothing is said."""
     try:
         return _first_wrong_line(ex, fn, cases, yours, where)
     except (TypeError, ValueError):   # a value of the learner's NumPy cannot compare (an
         return []                     # array of objects): nothing to say
+    except TimeoutError:              # past BUDGET seconds (a slow backward run many times)
+        return []
 
 
 def _first_wrong_line(ex, fn, cases, yours, where):
@@ -955,7 +974,8 @@ def _first_wrong_line(ex, fn, cases, yours, where):
     if table is None or not failing:
         return []
     failing.sort(key=lambda c: sum(np.size(a) for a in c.args))
-    judges = [_Judge(ex, fn, table, c) for c in failing]
+    deadline = time.monotonic() + BUDGET
+    judges = [_Judge(ex, fn, table, c, deadline) for c in failing]
     found = [j.first() for j in judges]
     for line in sorted({f.line for f in found if f},
                        key=lambda n: -sum(1 for f in found if f and f.line == n)):
