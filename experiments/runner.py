@@ -213,6 +213,9 @@ def finished_runs(out, rep):
     id, when this command is the same sweep (the same study and config): ``({(variant, seed):
     entry}, run_id)``; else ``({}, rep.run_id)``. Raises ``cli.UsageError`` when the folder
     holds a stopped sweep of other options, so that its hours are not written over."""
+    if (out / "results.json").is_dir():
+        raise cli.UsageError(f"{out / 'results.json'} is a folder: the run could not write its "
+                             f"results there; choose another --output-dir")
     try:
         old = json.loads((out / "results.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -222,10 +225,14 @@ def finished_runs(out, rep):
     config = json.loads(json.dumps(rep.config()))
     differ = sorted(k for k in set(config) | set(old.get("config", {}))
                     if config.get(k) != old["config"].get(k))
-    if old.get("experiment") != rep.study.name or differ:
+    if old.get("experiment") != rep.study.name:
+        raise cli.UsageError(f"{out} holds a stopped sweep of python -m experiments."
+                             f"{old.get('experiment')}: continue it with its own command, or "
+                             f"choose another --output-dir")
+    if differ:
         raise cli.UsageError(f"{out} holds a stopped sweep of other options (its "
-                             f"{', '.join(differ) or 'experiment'} differ): continue it with its "
-                             f"own command, or choose another --output-dir")
+                             f"{', '.join(differ)} differ): continue it with its own command, "
+                             f"or choose another --output-dir")
     return {(e["name"], e["seed"]): e for e in old["runs"]}, old["run_id"]
 
 

@@ -67,7 +67,8 @@ class Add(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.shapes = _shapes_dtypes(a, b)
-        return np.add(a, b)
+        with np.errstate(invalid="ignore", over="ignore"):   # inf + -inf: NaN, no warning
+            return np.add(a, b)
 
     @staticmethod
     def backward(ctx, dc):
@@ -82,7 +83,8 @@ class Sub(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.shapes = _shapes_dtypes(a, b)
-        return np.subtract(a, b)
+        with np.errstate(invalid="ignore", over="ignore"):   # inf - inf: NaN, no warning
+            return np.subtract(a, b)
 
     @staticmethod
     def backward(ctx, dc):
@@ -101,7 +103,8 @@ class Mul(Function):
         na, nb = ctx.needs_input_grad
         ctx.save_for_backward(np.asarray(a) if nb else None, np.asarray(b) if na else None)
         ctx.shapes = _shapes_dtypes(a, b)
-        return np.multiply(a, b)
+        with np.errstate(invalid="ignore", over="ignore"):   # 0 * inf: NaN, no warning
+            return np.multiply(a, b)
 
     @staticmethod
     def backward(ctx, dc):
@@ -239,31 +242,35 @@ class Sqrt(Function):
 
 
 class Sin(Function):
-    """c = sin(a).   da = dc * cos(a)."""
+    """c = sin(a).   da = dc * cos(a).   sin(inf) = NaN, without a warning."""
 
     @staticmethod
     def forward(ctx, a):
         ctx.save_for_backward(a)
-        return np.sin(a)
+        with np.errstate(invalid="ignore"):
+            return np.sin(a)
 
     @staticmethod
     def backward(ctx, dc):
         (a,) = ctx.saved_tensors
-        return dc * np.cos(a)
+        with np.errstate(invalid="ignore"):
+            return dc * np.cos(a)
 
 
 class Cos(Function):
-    """c = cos(a).   da = -dc * sin(a)."""
+    """c = cos(a).   da = -dc * sin(a).   cos(inf) = NaN, without a warning."""
 
     @staticmethod
     def forward(ctx, a):
         ctx.save_for_backward(a)
-        return np.cos(a)
+        with np.errstate(invalid="ignore"):
+            return np.cos(a)
 
     @staticmethod
     def backward(ctx, dc):
         (a,) = ctx.saved_tensors
-        return -dc * np.sin(a)
+        with np.errstate(invalid="ignore"):
+            return -dc * np.sin(a)
 
 
 class Tanh(Function):
@@ -400,7 +407,8 @@ class Cast(Function):
     @staticmethod
     def forward(ctx, a, dtype):
         ctx.src = a.dtype
-        return a.astype(dtype)
+        with np.errstate(invalid="ignore", over="ignore"):   # NaN to an integer, no warning
+            return a.astype(dtype)
 
     @staticmethod
     def backward(ctx, dc):

@@ -230,3 +230,23 @@ def test_a_stopped_sweep_is_not_written_over_by_a_command_of_other_options(tmp_p
     assert ei.value.code == 2
     assert "holds a stopped sweep of other options" in capsys.readouterr().err
     assert (out / "results.json").read_text() == stopped
+
+
+def test_a_folder_named_results_json_is_refused_before_training(tmp_path, capsys):
+    (tmp_path / "out" / "results.json").mkdir(parents=True)
+    with pytest.raises(SystemExit) as ei, cli.errors(four_variants.STUDY.prog):
+        sys.exit(runner.run(four_variants.STUDY, ["--steps", "3", *TINY, "--output-dir",
+                                                  str(tmp_path / "out")]))
+    assert ei.value.code == 2 and "results.json is a folder" in capsys.readouterr().err
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["results.json"]
+
+
+def test_another_experiments_stopped_sweep_is_named_as_such(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "results.json").write_text(json.dumps({"experiment": "activations", "status":
+                                                  "incomplete", "config": {}, "runs": []}))
+    with pytest.raises(SystemExit) as ei, cli.errors(four_variants.STUDY.prog):
+        sys.exit(runner.run(four_variants.STUDY, ["--steps", "3", *TINY, "--output-dir", str(out)]))
+    assert ei.value.code == 2
+    assert "holds a stopped sweep of python -m experiments.activations" in capsys.readouterr().err

@@ -30,11 +30,12 @@ def list_exercises():
     """``list``: each exercise, what the learner derives and its section of docs/derivations.md,
     then how to start, check and train with one."""
     width = max(len(n) for n in EXERCISES) + 2
+    say = max(len(ex.summary) for ex in EXERCISES.values()) + 2
     print("Write a backward pass yourself; the check says which gradient is wrong, and what the "
           "mistake is in the terms of the derivation.\n")
-    print(f"{'exercise':<{width}}{'you derive':<62}docs/derivations.md")
+    print(f"{'exercise':<{width}}{'you derive':<{say}}docs/derivations.md")
     for ex in EXERCISES.values():
-        print(f"{ex.name:<{width}}{ex.summary:<62}#{ex.section}")
+        print(f"{ex.name:<{width}}{ex.summary:<{say}}#{ex.section}")
     print(f"\nStart one: {PROG} start layernorm    (writes exercises/layernorm.py)\n"
           f"Check it:  {PROG} check layernorm    (from Python: experiments.exercises.learner.check)\n"
           f"Train with yours: python -m experiments.four_variants --tiny --backward exercises")

@@ -262,8 +262,7 @@ def verdict(ex, fn, where, path=None):
 def train_hint(ex, path=None):
     """How to train a GPT with the learner's backward of ``ex`` (from the file ``path``)."""
     if ex.study is None:
-        return ("No GPT calls it: SwiGLU's and attention's backward passes take silu' and the "
-                "softmax's gradient themselves.")
+        return "No GPT here calls it: the exercise is the whole of it."
     run = f"python -m experiments.{ex.study} --tiny --backward"
     if path is None:
         return f"Train the GPT with it: save it as {ex.name}.py in a folder DIR, then {run} DIR"

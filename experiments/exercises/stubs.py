@@ -19,8 +19,7 @@ def template(ex, check_command, folder):
     """The text of the learner's file for exercise ``ex`` in ``folder``; ``check_command``
     checks it."""
     train = (f"train a GPT with it:\n\n    python -m experiments.{ex.study} --tiny --backward "
-             f"{folder}\n" if ex.study else "it is yours: no GPT calls it (SwiGLU's and "
-             "attention's backward passes\ntake silu' and the softmax's gradient themselves).\n")
+             f"{folder}\n" if ex.study else "it is yours: no GPT here calls it.\n")
     weights = ", random weights" if ex.weights else ""
     doc = f'''"""Exercise: the backward pass of {ex.title}.
 
