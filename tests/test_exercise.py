@@ -23,7 +23,7 @@ from layers.gelu import GELU_C, GELU_K
 from layers.rope import rotate_half
 
 from experiments import cli, four_variants, runner
-from experiments.exercises import __main__ as command, grading, learner, mistakes
+from experiments.exercises import __main__ as command, grading, guard, learner, mistakes
 from experiments.exercises.catalogue import EXERCISES, as_tuple, make_cases
 from experiments.exercises.terms import terms_of
 
@@ -512,7 +512,7 @@ def test_a_wrong_return_is_one_line(got, line):
 
 
 def test_a_backward_that_hangs_is_one_line_naming_the_case(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(grading, "TIME_LIMIT", 0.2)
+    monkeypatch.setattr(guard, "TIME_LIMIT", 0.2)
     path = tmp_path / "relu2.py"
     path.write_text("def relu2_backward(dout, cache):\n    while True:\n        pass\n")
     assert main(["check", "relu2", "--file", str(path)]) == 1
@@ -522,7 +522,7 @@ def test_a_backward_that_hangs_is_one_line_naming_the_case(monkeypatch, tmp_path
 
 def test_no_time_limit_while_a_debugger_runs(monkeypatch):
     import time
-    monkeypatch.setattr(grading, "TIME_LIMIT", 0.02)
+    monkeypatch.setattr(guard, "TIME_LIMIT", 0.02)
 
     def slow(dout, cache):
         time.sleep(0.08)

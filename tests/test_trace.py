@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from experiments import cli
-from experiments.exercises import __main__ as command, grading, learner, trace
+from experiments.exercises import __main__ as command, grading, guard, learner, trace
 from experiments.exercises.catalogue import EXERCISES, make_cases
 
 PROG = command.PROG
@@ -444,7 +444,7 @@ def test_the_rerun_is_quiet_a_print_and_a_breakpoint_act_in_the_checks_cases_onl
 
 
 def test_the_rerun_keeps_the_time_limit(monkeypatch):
-    monkeypatch.setattr(grading, "TIME_LIMIT", 0.2)
+    monkeypatch.setattr(guard, "TIME_LIMIT", 0.2)
     calls = []
 
     def backward(dout, cache):   # right in the check's run, hangs in the re-run
@@ -469,7 +469,7 @@ def test_the_search_gives_up_past_its_budget_and_says_nothing(tmp_path, capsys, 
 
 
 def test_a_debugger_that_replaces_the_recorder_has_no_time_limit(monkeypatch):
-    monkeypatch.setattr(grading, "TIME_LIMIT", 0.05)
+    monkeypatch.setattr(guard, "TIME_LIMIT", 0.05)
 
     def backward(dout, cache):   # as pdb does at a breakpoint(): its own tracer
         sys.settrace(lambda *_: None)

@@ -6,11 +6,8 @@ seconds; the backward gets copies of its arguments and its prints go to stderr, 
 carries the verdict alone. ``learner.check`` calls it from Python.
 """
 import bdb
-import contextlib
 import copy
 import functools
-import signal
-import sys
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,15 +17,14 @@ import numpy as np
 
 from minigrad.gradcheck import numerical_vjp
 
-from experiments.exercises import mistakes, trace
+from experiments.exercises import guard, mistakes, trace
+from experiments.exercises.guard import LEARNERS, Hang, guarded
 from experiments.exercises.catalogue import as_tuple, make_cases
 from experiments.exercises.terms import quantities, terms_of, variants
 
 SEED = 0            # every check draws the same inputs: a learner compares runs
 CD_STEP = 1e-6      # central differences, relative to the input's largest entry
-TIME_LIMIT = 10.0   # seconds a case may take
 RTOL32 = 1e-4       # the float32 run: error <= RTOL32 * the float64 case's scale
-LEARNERS = (Exception, SystemExit)   # what the learner's code may raise: all but a Ctrl-C
 
 
 class LearnerError(Exception):
@@ -38,11 +34,6 @@ class LearnerError(Exception):
     def __init__(self, text, line):
         super().__init__(line)
         self.text, self.line = text, line
-
-
-class Hang(BaseException):
-    """A case took more than ``TIME_LIMIT`` seconds (a BaseException: the learner's own
-    ``except Exception`` does not catch it)."""
 
 
 def learner_error(e, code_file, shown, subject, context=""):
@@ -55,28 +46,6 @@ def learner_error(e, code_file, shown, subject, context=""):
     message = " ".join(str(e).split())
     return LearnerError(text, f"{subject} raised {type(e).__name__}{where}{context}"
                         + (f": {message}" if message else ""))
-
-
-@contextlib.contextmanager
-def guarded(tracer=None):
-    """The learner's code: its prints on stderr, ``Hang`` after ``TIME_LIMIT`` seconds unless a
-    debugger runs (a ``breakpoint()`` of the learner's). ``tracer``: ours (``trace.py``), set
-    for the time; it keeps the limit, another that replaces it (a debugger's) does not."""
-    def alarm(*_):
-        if sys.gettrace() in (None, tracer):
-            raise Hang
-    old, old_tracer = signal.signal(signal.SIGALRM, alarm), sys.gettrace()
-    signal.setitimer(signal.ITIMER_REAL, TIME_LIMIT)
-    try:
-        with contextlib.redirect_stdout(sys.stderr):
-            if tracer:
-                sys.settrace(tracer)
-            yield
-    finally:
-        if tracer:
-            sys.settrace(old_tracer)
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 @dataclass
@@ -144,7 +113,7 @@ def _run(ex, fn, cases, where, path):
                 f"NotImplementedError): write it, its docstring leads the way; then check "
                 f"again"]), modified
         except Hang:
-            line = (f"your {ex.function} did not return within {TIME_LIMIT:g} s on {case.label} "
+            line = (f"your {ex.function} did not return within {guard.TIME_LIMIT:g} s on {case.label} "
                     f"(a loop that never ends?)")
             return None, Verdict("wrong", [line], blocker=line), modified
         except LEARNERS as e:

@@ -3,7 +3,7 @@
 When a gradient is wrong, ``first_wrong_line`` runs the learner's backward once more on each
 float64 case where a gradient is wrong, under ``sys.settrace`` restricted to the learner's
 function (``record``), quietly (``quiet``: its prints and a ``breakpoint()`` acted in the check's
-own run) and within the check's time limit (``grading.guarded``, which keeps the limit for a
+own run) and within the check's time limit (``guarded``, which keeps the limit for a
 tracer of ours). It records each statement as it runs (a loop is one statement, its lines
 together): the values it reads, before it runs, and the names it binds or changes. Those values
 are compared with the derivation's for the same inputs (``Quantities``): the row's ``parts`` that
@@ -55,7 +55,6 @@ import ast
 import builtins
 import contextlib
 import copy
-import dataclasses
 import inspect
 import io
 import itertools
@@ -71,7 +70,8 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from experiments.exercises import grading, mistakes
+from experiments.exercises import mistakes
+from experiments.exercises.guard import LEARNERS, Hang, guarded
 from experiments.exercises.catalogue import as_tuple
 from experiments.exercises.terms import Parts, terms_of
 
@@ -211,11 +211,11 @@ def record(fn, table, dout, cache, fix=None):
 
     result = error = None
     try:
-        with quiet(), grading.guarded(tracer):
+        with quiet(), guarded(tracer):
             result = fn(dout, cache)
-    except grading.Hang:
+    except Hang:
         return None
-    except grading.LEARNERS as e:
+    except LEARNERS as e:
         error = e
     if state["long"]:
         return None
@@ -648,11 +648,11 @@ def _parts_of(step, run):
     for node in ast.walk(step.node):
         if isinstance(node, (ast.Call, ast.BinOp, ast.UnaryOp)) and _numpy_only(node, step, run):
             try:
-                with quiet(), grading.guarded():
+                with quiet(), guarded():
                     value = eval(compile(ast.Expression(node), "<trace>", "eval"), run.globals,
                                  {n: v.copy() if isinstance(v, np.ndarray) else v
                                   for n, v in step.before.items()})
-            except (grading.Hang, *grading.LEARNERS):
+            except (Hang, *LEARNERS):
                 continue
             if isinstance(value, np.ndarray):
                 found.append((node, value))
