@@ -216,6 +216,9 @@ def _T(a):
 # RMSNorm:   dx = rstd * (dxhat - xhat * mean(dxhat * xhat))
 
 def norm_parts(no_eps):
+    """LayerNorm's and RMSNorm's ``parts(dout, cache)`` (cache ``(xhat, weight, rstd)``: xhat
+    (..., C), weight (C,), rstd (..., 1)); ``no_eps`` names rstd without eps, a confusable
+    (docs/derivations.md, LayerNorm and RMSNorm)."""
     def parts(dout, cache):
         xhat, weight, rstd = cache
         with np.errstate(all="ignore"):   # 0/0 where a row is constant: C = 1
@@ -227,6 +230,8 @@ def norm_parts(no_eps):
 
 
 def norm_terms(bias, path):
+    """LayerNorm's (``bias`` 1) or RMSNorm's (0) ``terms(p)``: dx's three (or two) paths, each
+    times rstd, dweight and dbias summed over the rows; ``path`` labels the variance term."""
     def terms(p):
         dxhat, xhat, rstd, mean = p["dxhat"], p["xhat"], p["rstd"], p["the mean over the row"]
         dx = [("dxhat (the direct path)", rstd * dxhat),
@@ -241,6 +246,9 @@ def norm_terms(bias, path):
 # BatchNorm: LayerNorm's three terms with the means over the batch (every axis but axis 1)
 
 def batchnorm_parts(dout, cache):
+    """BatchNorm's ``parts(dout, cache)`` (cache ``(xhat, weight, rstd)``: xhat (N, C, *), rstd
+    one value per channel): LayerNorm's with the means over the batch (every axis but axis 1;
+    Ioffe & Szegedy 2015)."""
     xhat, weight, rstd = cache
     axes = stat_axes(xhat)
     with np.errstate(all="ignore"):   # 0/0 where a channel is constant: m = 1
@@ -252,6 +260,8 @@ def batchnorm_parts(dout, cache):
 
 
 def batchnorm_terms(p):
+    """BatchNorm's ``terms(p)``: LayerNorm's three terms of dx over the batch; dweight and dbias
+    summed over the batch, (C,) each."""
     dxhat, xhat, rstd, mean = p["dxhat"], p["xhat"], p["rstd"], p["the mean over the batch"]
     axes = stat_axes(xhat)
     return {"dx": [("dxhat (the direct path)", rstd * dxhat),
@@ -267,6 +277,8 @@ def batchnorm_terms(p):
 # SiLU: dx = dout * (s + x s (1 - s))
 
 def gelu_terms(p):
+    """GELU's (tanh form) ``terms(p)``: dx as the product rule of 0.5 x (1 + t) and the chain
+    rule through u = k (x + c x^3), four terms of x's shape (docs/derivations.md, GELU)."""
     x, dout, tanh_prime = p["x"], p["dout"], p["tanh'(u) = 1 - t^2"]
     return {"dx": [("0.5 (d(0.5 x)/dx times the 1 of 1 + t)", dout * 0.5),
                    ("0.5 t (times the t of 1 + t)", dout * 0.5 * p["t"]),
@@ -280,6 +292,8 @@ def gelu_terms(p):
 # dh = dout Wd, du = dh * g, da = dh * u * silu'(a); dx = da Wg + du Wu
 
 def swiglu_parts(dout, cache):
+    """SwiGLU's ``parts(dout, cache)`` (cache ``(x2, a, s, u, g, w_gate, w_up, w_down)``, x2
+    (N, C)): a, s = sigmoid(a), u, g = silu(a), h = g * u, dh, silu'(a) and confusables."""
     x2, a, s, u, g, w_gate, w_up, w_down = cache
     return {"dout": dout, "x": x2, "a": a, "s": s, "u": u, "g": g, "Wg": w_gate, "Wu": w_up,
             "Wd": w_down, "h = g * u": lambda p: p["g"] * p["u"],
@@ -291,6 +305,8 @@ def swiglu_parts(dout, cache):
 
 
 def swiglu_terms(p):
+    """SwiGLU's ``terms(p)``: dx through the gate and the up branch (N, C) reshaped to x's
+    shape, dw_gate (H, C), dw_up (H, C), dw_down (O, H) (docs/derivations.md, SwiGLU)."""
     x2, d2, shape = p["x"], p["dout"].reshape(-1, p["Wd"].shape[0]), p["dout"].shape[:-1] + (-1,)
     da = p["dh"] * p["u"] * p["silu'(a) = s (1 + a (1 - s))"]     # (N, H)
     du = p["dh"] * p["g"]                                         # (N, H)
@@ -303,17 +319,23 @@ def swiglu_terms(p):
 # ----------------------------------------------------------------------------- RoPE, softmax
 # RoPE: dx = dout * cos - rotate_half(dout * sin); softmax: dx = y * dy - y * sum(dy * y)
 
-def neox_rotate_half(x):   # GPT-NeoX's rotate_half: (first half, second half) -> (-second, first)
+def neox_rotate_half(x):
+    """GPT-NeoX's rotate_half, (first half, second half) -> (-second, first) along the last
+    axis: a confusable for RoPE's pairwise one."""
     return np.concatenate((-x[..., x.shape[-1] // 2:], x[..., :x.shape[-1] // 2]), axis=-1)
 
 
 def rope_terms(p):
+    """RoPE's ``terms(p)``: dx = dout * cos - rotate_half(dout * sin), two terms of x's shape
+    (B, H, T, hs) (the transpose of the rotation; Su et al. 2021)."""
     return {"dx": [("dout * cos", p["dout"] * p["cos"]),
                    ("-rotate_half(dout * sin) (the transpose of rotate_half is -rotate_half: the "
                     "backward rotates by -theta)", -p["rotate_half"](p["dout"] * p["sin"]))]}
 
 
 def softmax_parts(dy, cache):
+    """Softmax's ``parts(dy, cache)`` (cache ``(y, axis)``): y, dy, the sum along the axis as a
+    named reduction, and dy * y."""
     y, axis = cache
     return {"dy": dy, "y": y, "dy * y": lambda p: p["dy"] * p["y"],
             "the sum along the axis": lambda p: reduction("sum", axis),
@@ -330,6 +352,8 @@ def _onehot(t, like):
 
 
 def cross_entropy_parts(dloss, cache):
+    """Cross-entropy's ``parts(dloss, cache)``: probs (N, V), the one-hot targets, dloss and 1/N
+    (the mean), argmax(probs) as a confusable for the targets."""
     probs, t, _, _, _, count, shape = cache
     return {"dloss": dloss, "probs": probs, "targets": t,
             "onehot(targets)": lambda p: _onehot(p["targets"], p["probs"]),
@@ -338,6 +362,8 @@ def cross_entropy_parts(dloss, cache):
 
 
 def cross_entropy_terms(p):
+    """Cross-entropy's ``terms(p)``: dlogits = (probs - onehot(targets)) * dloss / N, two terms
+    of the logits' shape (..., V)."""
     w = p["dloss"] * p["1/N"]
     return {"dlogits": [("probs (the softmax, the derivative of log-sum-exp)",
                          (p["probs"] * w).reshape(p["shape"])),
@@ -349,6 +375,7 @@ def cross_entropy_terms(p):
 # dP = dout v^T, dS = P * dP - P * rowsum(P * dP); dq = dS k / sqrt(hs), dk = dS^T q / sqrt(hs)
 
 def softmax_along(axis):
+    """A stable softmax along ``axis``, as a function of an array (for parts and confusables)."""
     def softmax(a):
         e = np.exp(a - a.max(axis=axis, keepdims=True))
         return e / e.sum(axis=axis, keepdims=True)
@@ -356,6 +383,9 @@ def softmax_along(axis):
 
 
 def attention_parts(dout, cache):
+    """Attention's ``parts(dout, cache)`` (cache ``(q, k, v, P, scale)``, (B, H, T, hs)): P,
+    1/sqrt(hs), P * dP, P rowsum(P * dP), and confusables (P without or with the other mask,
+    the scores S)."""
     q, k, v, P, scale = cache
     S = q @ _T(k) * scale
     T = np.ones(S.shape[-2:], bool)
@@ -371,6 +401,8 @@ def attention_parts(dout, cache):
 
 
 def attention_terms(p):
+    """Attention's ``terms(p)``: dq and dk through the softmax's diagonal and normalisation,
+    dv = P^T dout, each of its input's shape (docs/derivations.md, Attention)."""
     s, T, q, k = p["1/sqrt(hs)"], p["a transpose (^T)"], p["q"], p["k"]
     diag, norm = p["P * dP"], -p["P rowsum(P * dP)"]
     return {"dq": [("(P * dP) k / sqrt(hs) (the softmax's diagonal)", diag @ k * s),
@@ -387,6 +419,8 @@ def attention_terms(p):
 # embedding: dweight[v] = the sum of dout over the positions that looked up v
 
 def embedding_terms(p):
+    """Embedding's ``terms(p)``: dweight (V, C) as dout at each row's last lookup plus the sum at
+    its earlier ones (a scatter-add, np.add.at)."""
     idx, d2, shape, dtype = p["idx"], p["dout"], p["shape"], p["dtype"]
     last = len(idx) - 1 - np.unique(idx[::-1], return_index=True)[1]  # each row's last lookup
     earlier = np.setdiff1d(np.arange(len(idx)), last)
