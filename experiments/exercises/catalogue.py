@@ -198,7 +198,8 @@ def _attention_cases(r):   # Tq = Tk: an untransposed product has the right shap
 # the gradient checks' inputs
 
 def away_from_zero(r, n):
-    """(n,) float64 Gaussian entries (sd 2) pushed 0.25 away from 0, from generator ``r``: ReLU's kink at 0 is no place for central differences."""
+    """(n,) float64 Gaussian entries (sd 2) pushed 0.25 away from 0, from generator ``r``:
+    ReLU's kink at 0 is no place for central differences."""
     a = 2.0 * r.standard_normal(n)
     return np.sign(a) * (0.25 + np.abs(a))
 
