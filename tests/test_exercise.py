@@ -453,13 +453,25 @@ def test_a_factor_near_one_is_printed_with_its_digits():
     assert mistakes.number(0.37) == "0.37" and mistakes.number(1 / 3) == "1/3"
 
 
-def test_an_unexplained_error_says_so_and_where():
+def test_an_unexplained_error_says_where_and_the_line_that_made_it():
     def wrong_in_one_row(dout, cache):
         dx, dw, db = EXERCISES["layernorm"].backward(dout, cache)
         dx = dx.copy()
         dx.reshape(-1, dx.shape[-1])[0, 0] += 1.0
         return dx, dw, db
-    per, _ = said("layernorm", wrong_in_one_row)
+    per, v = said("layernorm", wrong_in_one_row)
+    assert per["dx"] == [per["dx"][0]] and per["dx"][0].startswith(
+        "wrong: largest error 1 at dx[0, 0")   # no term explains it: the line says the rest
+    first = next(i for i, line in enumerate(v.lines) if line.startswith("first wrong line"))
+    assert v.lines[first].endswith("dx.reshape(-1, dx.shape[-1])[0, 0] += 1.0")
+    assert v.lines[first + 1].strip() == ("your dx was right before it, the derivation's dx; "
+                                          "this line changed it")
+
+
+def test_an_unexplained_error_without_a_line_says_so():
+    per, _ = said("layernorm", lambda dout, cache: (lambda dx, dw, db: (
+        dx + (np.arange(dx.size).reshape(dx.shape) == 0), dw, db))(
+        *EXERCISES["layernorm"].backward(dout, cache)))   # a lambda: no lines to trace
     assert per["dx"][0].startswith("wrong: largest error 1 at dx[0, 0")
     assert per["dx"][1] == "no single mistake in the terms of dx explains it"
 

@@ -214,6 +214,9 @@ def verdict(ex, fn, where, path=None):
     if "wrong" in grads.values():   # where its values leave the derivation's
         first = trace.first_wrong_line(ex, fn, cases, results[:len(cases)], path or getattr(
             getattr(fn, "__code__", None), "co_filename", where))
+        if first:   # the line says more than that no term explains it
+            lines = [s for s in lines if not s.strip() in {
+                f"no single mistake in the terms of {g} explains it" for g in ex.grads}]
         lines += first[:1] + [" " * width + s for s in first[1:]]
     if modified:    # first: what it did to its arguments may be why a gradient is wrong
         lines.insert(2, f"your backward modified {' and '.join(sorted(modified))} in place: a "

@@ -483,6 +483,15 @@ def _variant(v, label, q, quantities):
                 f"{label} {_factor(c, quantities.sizes)}"
             return (0, f"your {{}} is {what}; the derivation has {label}", "factor " + label,
                     _put(q, v), None)
+        for name, part in quantities.parts.items():   # a factor that is a part: s, rstd
+            if part.dtype.kind == "f" and part.ndim and mistakes._broadcasts(part.shape, q2.shape):
+                for times, what in ((part, f"leaves out a factor {name}"),
+                                    (1 / part, f"has a factor {name} too many")):
+                    if np.all(np.isfinite(times)) and _close(w * times, q2):
+                        return (0.5, f"your {{}} {what}: the derivation's {label} is it times "
+                                     f"{name}" if what[0] == "l" else
+                                f"your {{}} {what}: it is the derivation's {label} times {name}",
+                                "part " + label, _put(q, v), None)
         if not np.all((q2 == 0) | (q2 == 1)):
             for p, fmt in POWERS:
                 if np.all(np.isfinite(q2 ** p)) and _close(w, q2 ** p):
@@ -571,14 +580,18 @@ def _names(node):
     return reads, writes
 
 
-def _reads(step, run, quantities):
+def _reads(step, run, quantities, yours=None):
     """``{name: label}`` of the arrays a statement reads when every value it reads is right
-    (the module's docstring), else None."""
+    (the module's docstring), else None. ``yours``: {name: object} of values taken as right
+    too (label "yours"), made by statements where nothing was found."""
     reads, writes = _names(step.node)
     changed = set(_written(step)) & (writes | set(reads))
     labels = {}
     for name in reads:
         local = name in step.before
+        if yours and local and yours.get(name) is step.objects[name]:
+            labels[name] = "yours"
+            continue
         x = step.before[name] if local else run.globals.get(name, getattr(builtins, name, None))
         if isinstance(x, (types.ModuleType, type, str, bool, np.dtype)) or x is None or (
                 callable(x) and not isinstance(x, np.ndarray)):
@@ -612,7 +625,8 @@ def _scalar(name, x, quantities):
     letters = {n.split()[0]: s for n, s in quantities.sizes.items()}
     if name in letters:
         return x == letters[name]
-    return isinstance(x, (int, np.integer)) and x in letters.values()
+    return isinstance(x, (int, np.integer)) and (x in letters.values() or any(
+        x in q.shape for _, q in quantities.known))   # C of an (N, C) part
 
 
 def _equal(a, b):
@@ -727,19 +741,76 @@ class _Judge:
             return None
         if any(_idle(step, self.run) for step in self.run.steps):
             return None   # a value that was to change may not have: what reads it is no judge
+        yours = {}   # names whose values a judged statement made and nothing was found in
         for i, step in enumerate(self.run.steps):
-            if step.after is None or only is not None and step.line != only:
+            if step.after is None:
                 continue
-            found = self.alias(i, step) or self.reused(i, step)
-            labels = None if found or _allocates(step) else _reads(step, self.run, self.quantities)
-            if labels is not None:
-                found = self.misnamed(i, step) or (
-                    None if _confused(labels, self.quantities, step, self.run) else
-                    self.variant(i, step) or self.makes(i, step, labels))
-                found = found if found is None or found.kind == "name" or self.unique(
-                    i, step, labels) else None
+            labels = None if _allocates(step) else _reads(step, self.run, self.quantities)
+            ours = labels if labels is not None or _allocates(step) else _reads(
+                step, self.run, self.quantities, yours)
+            if only is not None and step.line != only:
+                found = None
+            else:
+                found = self.undone(i, step) or self.alias(i, step) or self.reused(i, step)
+                if labels is not None and not found:
+                    found = self.misnamed(i, step) or (
+                        None if _confused(labels, self.quantities, step, self.run) else
+                        self.variant(i, step) or self.makes(i, step, labels))
+                    found = found if found is None or found.kind == "name" or self.unique(
+                        i, step, labels) else None
+                if ours is not None and (not found or found.kind.startswith(("entries", "makes"))):
+                    found = self.edited(i, step, ours) or found   # an edit says more than where
             if found:
                 return found
+            if ours is not None:
+                yours.update({n: step.objects_after[n] for n in _written(step)})
+        return None
+
+    def undone(self, i, step):
+        """0. A gradient right before the statement and changed by it into what is returned:
+        with the value as it was, every gradient is right."""
+        wrong = _wrong(self.run.result, self.case, self.scales)
+        for n in _written(step):
+            for j, y in wrong.items():
+                before = step.before.get(n)
+                if isinstance(before, np.ndarray) and _same(before, self.case.right[j]) and \
+                        _shares(step.objects_after[n], y) and self.fixes({i: {n: before}}):
+                    return self.finding(step, "undone", (
+                        f"your {n} was right before it, the derivation's {self.grads[j]}; this "
+                        f"line changed it"))
+        return None
+
+    def edited(self, i, step, labels):
+        """6. One edit of the statement (``edits``) with which every gradient is right, for a
+        statement that makes something that is not one of the derivation's quantities. A name
+        is replaced only when its role is sure (``certain``) or it holds indices: else an
+        earlier line may have made the wrong value under it; and no array it reads whose role
+        is unsure could hold another quantity and make every gradient right (``unique``)."""
+        node, q = step.node, self.quantities
+        if isinstance(node, ast.Return):
+            if node.value is None or not _wrong(step.returned, self.case, self.scales):
+                return None
+        elif not isinstance(node, (ast.Assign, ast.AugAssign, ast.For, ast.Expr)) or not any(
+                not isinstance(step.after[n], np.ndarray) or q.label(step.after[n]) is None
+                for n in _written(step)):
+            return None
+        sure = {n for n, v in step.before.items() if isinstance(v, np.ndarray) and (
+            v.dtype.kind != "f" or n in labels and self.certain(step, n, labels[n]))}
+        for what, edit in edits(node, step, self.run, sure):
+            if isinstance(node, ast.Return):
+                edit = ast.Assign([ast.Name("__value__", ast.Store())], edit.value, lineno=0)
+            values = _execute(edit, step, self.run)
+            if values is None:
+                continue
+            if isinstance(node, ast.Return):
+                right = not _wrong(values.get("__value__"), self.case, self.scales)
+            else:
+                right = self.fixes({i: {n: values[n] for n in _written(step) if n in values}})
+            if right:
+                if not self.unique(i, step, {n: lab for n, lab in labels.items()
+                                             if lab != "yours"}):
+                    return None
+                return self.finding(step, "edit", f"with {what}, every gradient is right")
         return None
 
     def fixes(self, fixes):
@@ -918,6 +989,103 @@ class _Judge:
         return "sum" if set(f) <= {0, 1} else "other"
 
 
+def _execute(node, step, run):
+    """The locals after ``node`` runs on copies of the values ``step`` read, quietly and within
+    the time limit, or None when it raises."""
+    space = dict(run.globals)
+    space.update({n: copy.deepcopy(v) for n, v in step.before.items()})
+    try:
+        with quiet(), guarded():
+            exec(compile(ast.fix_missing_locations(ast.Module([node], [])), "<edit>", "exec"),
+                 space)
+    except (Hang, *LEARNERS):
+        return None
+    return space
+
+
+def edits(node, step, run, sure):
+    """(the edit in words, the statement with it) for each one-place edit of a statement that a
+    slip of the hand makes, in this order: ``np.where``'s branches swapped; a ``range`` one
+    longer or shorter at an end; a strided slice starting one later or earlier (``0::2`` for
+    ``1::2``); ``a[:, t]`` where one entry a row belongs, ``a[np.arange(len(t)), t]``; an
+    operator + for - or - for +; another array the function holds in place of a name or of
+    a NumPy call (``np.tanh(x)`` where ``t`` belongs), a name only when it is in ``sure``."""
+    sites = []
+    _Sites(sites.append).visit(copy.deepcopy(node))
+    arrays = {n: v for n, v in step.before.items() if isinstance(v, np.ndarray) and v.ndim}
+    numpy = next((n for n, v in run.globals.items() if v is np), None)
+    found = []
+    for k, site in enumerate(sites):
+        for rank, new, *said in _replacements(site, arrays, numpy, step, run, sure):
+            found.append((rank, k, site, new, said))
+    for rank, k, site, new, said in sorted(found, key=lambda f: f[0]):
+        edited = _Sites(lambda n: None, k, new).visit(copy.deepcopy(node))
+        yield (said or [f"{ast.unparse(new)} in place of {ast.unparse(site)}"])[0], edited
+
+
+class _Sites(ast.NodeTransformer):
+    """Each node of a statement in one order, to ``seen``; with ``at`` and ``new``, the
+    statement with node number ``at`` replaced by ``new``."""
+
+    def __init__(self, seen, at=None, new=None):
+        self.seen, self.at, self.new, self.count = seen, at, new, -1
+
+    def visit(self, node):
+        self.count += 1
+        if self.count == self.at:
+            return copy.deepcopy(self.new)
+        self.seen(node)
+        return self.generic_visit(node)
+
+
+def _replacements(site, arrays, numpy, step, run, sure):
+    """(rank, node) for each edit of one node (``edits``)."""
+    if isinstance(site, ast.Call) and getattr(site.func, "attr", getattr(
+            site.func, "id", None)) == "where" and len(site.args) == 3:
+        yield 0, ast.Call(site.func, [site.args[0], site.args[2], site.args[1]], site.keywords)
+    if isinstance(site, ast.Call) and getattr(site.func, "id", None) == "range":
+        for a, arg in enumerate(site.args):
+            for new in _plus_minus_one(arg):
+                yield 1, ast.Call(site.func, site.args[:a] + [new] + site.args[a + 1:], [])
+    if isinstance(site, ast.Slice) and site.step is not None:
+        start = site.lower.value if isinstance(site.lower, ast.Constant) else \
+            0 if site.lower is None else None
+        if isinstance(start, int):
+            for new in (start + 1, start - 1) if start else (1,):
+                yield 2, ast.Slice(ast.Constant(new) if new else None, site.upper, site.step)
+    index = getattr(site, "slice", None)
+    if isinstance(site, ast.Subscript) and isinstance(index, ast.Tuple) and numpy and len(
+            index.elts) == 2 and isinstance(index.elts[0], ast.Slice) and index.elts[0].lower \
+            is index.elts[0].upper is index.elts[0].step is None and not isinstance(
+            index.elts[1], (ast.Slice, ast.Constant)):
+        rows = ast.Call(ast.Attribute(ast.Name(numpy, ast.Load()), "arange", ast.Load()),
+                        [ast.Call(ast.Name("len", ast.Load()), [index.elts[1]], [])], [])
+        yield 3, ast.Subscript(site.value, ast.Tuple([rows, index.elts[1]], ast.Load()), site.ctx)
+    if isinstance(site, ast.BinOp) and isinstance(site.op, (ast.Add, ast.Sub)):
+        plus, right = isinstance(site.op, ast.Add), ast.unparse(site.right)
+        new = ast.BinOp(site.left, ast.Sub() if plus else ast.Add(), site.right)
+        yield (4, new) if len(ast.unparse(site)) <= 40 else (   # else the operator and its term
+            4, new, f"{'-+'[not plus]} {right} in place of {'+-'[not plus]} {right}")
+        if not isinstance(site.left, ast.BinOp) or not isinstance(site.left.op, (ast.Add, ast.Sub)):
+            yield 4, ast.BinOp(ast.UnaryOp(ast.USub(), site.left), site.op, site.right)
+    if isinstance(site, ast.Name) and isinstance(site.ctx, ast.Load) and site.id in sure or \
+            isinstance(site, ast.Call) and _numpy_only(site, step, run):
+        for name in arrays:
+            if name != getattr(site, "id", None):
+                yield 5, ast.Name(name, ast.Load())
+
+
+def _plus_minus_one(arg):
+    """A range's bound one more and one less: ``N - 1`` gives ``N``, ``1`` gives ``0`` and
+    ``2``, ``N`` gives ``N + 1`` and ``N - 1``."""
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, int):
+        return [ast.Constant(arg.value + d) for d in (1, -1) if arg.value + d >= 0]
+    if isinstance(arg, ast.BinOp) and isinstance(arg.op, (ast.Add, ast.Sub)) and \
+            isinstance(arg.right, ast.Constant) and arg.right.value == 1:
+        return [arg.left]
+    return [ast.BinOp(arg, op, ast.Constant(1)) for op in (ast.Add(), ast.Sub())]
+
+
 def _allocates(step):
     """Whether a statement allocates an array to be filled (``np.empty_like(x)``, ``np.zeros``):
     its values are no one's; what fills it, or not, is judged."""
@@ -937,7 +1105,9 @@ def _idle(step, run):
             node, ast.For) else set()
         return not set(_written(step)) - own
     if isinstance(node, (ast.Assign, ast.AugAssign)) and step.after is not None:
-        return not _written(step)   # dx = dx: an operation left out?
+        targets = getattr(node, "targets", [getattr(node, "target", None)])
+        return not _written(step) and not all(   # dx = dx: an operation left out? (not a
+            isinstance(t, ast.Subscript) for t in targets)   # mask that selects nothing here)
     return isinstance(node, ast.Expr) and not isinstance(node.value, ast.Constant) and not \
         _written(step) and _numpy_only(node.value, step, run)
 
