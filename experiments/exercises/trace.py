@@ -18,6 +18,8 @@ array of zeros that the statement adds into: an accumulator), a module or a func
 of the row, a size of the case, what the cache holds. In the order the statements ran, the first
 wrong line is the first that
 
+0. changed a gradient that was right before it into the array returned, when the value as it
+   was makes every gradient right (this one whatever it reads);
 1. changed an array in place through another name that a later line reads (``a = b; a *= c``
    changes b too), when b as it was (a copy) makes every gradient right;
 2. reads a name that an earlier line reassigned and another line reads, when its earlier value
@@ -33,11 +35,19 @@ wrong line is the first that
    a sum of some of the gradient's terms before the return statement (a line after it may be
    missing).
 
+6. reads right values, or values of its own made by statements where nothing was found
+   (``yours``: ``d0 = dout[..., 0::2]``), and makes something that is not a quantity, when one
+   edit of its code makes every gradient right (``edits``: ``np.where``'s branches swapped, a
+   ``range`` one longer or shorter, a strided slice's start, ``a[:, t]`` for one entry a row, an
+   operator's sign, another array in place of a NumPy call or of a name whose role is sure).
+   Tried also where 4 or 5 found only the entries that differ or that the gradient is wrong:
+   an edit says more.
+
 A statement that allocates an array to be filled (``np.empty_like(x)``, ``np.zeros``) is not
 judged.
 
 "Makes every gradient right" is a run of the backward with that value put in place (``fixes``).
-In 3 to 5 which value goes where must not be a guess (``_confused``, ``_Judge.unique``): the
+In 3 to 6 which value goes where must not be a guess (``_confused``, ``_Judge.unique``): the
 statement reads no quantity twice, no quantity under another's name, computes no quantity a
 name it reads holds, and no array it reads whose role is unsure (not named as its quantity, not
 the upstream gradient or the cache's as it came) could hold another quantity and make every
