@@ -184,6 +184,31 @@ KINDS = [   # (exercise, body, words of the line under "first wrong line")
     dx = (da @ w_gate + du @ w_up).reshape(*dout.shape[:-1], -1)
     return dx, da.T @ x2, du.T @ x2, d.T @ (g * u)
 """, "your da leaves out a factor s: the derivation's da is it times s"),
+    ("embedding", """
+    idx, shape, dtype = cache
+    rows = dout.reshape(len(idx), -1)
+    order = np.argsort(idx)
+    g = np.zeros(shape, dtype=dtype)
+    np.add.at(g, idx[order], rows)  # here
+    return g
+""", "with rows[order] in place of rows, every gradient is right"),
+    ("layernorm", """
+    xhat, weight, rstd = cache
+    C = xhat.shape[-1]
+    dxhat = dout * weight
+    centred = dxhat - dxhat.mean(axis=-1, keepdims=True)
+    dx = rstd * centred - xhat * (dxhat * xhat).mean(axis=-1, keepdims=True)  # here
+    return dx, (dout * xhat).reshape(-1, C).sum(axis=0), dout.reshape(-1, C).sum(axis=0)
+""", "with rstd * (xhat * (dxhat * xhat).mean(axis=-1, keepdims=True)) in place of xhat * "
+     "(dxhat * xhat).mean(axis=-1, keepdims=True), every gradient is right"),
+    ("rope", """
+    cos, sin = cache
+    a = dout * sin
+    pairs = np.empty(a.shape[:-1] + (a.shape[-1] // 2, 2))
+    pairs[..., 0] = a[..., 1::2]
+    pairs[..., 1] = a[..., 0::2]  # here
+    return dout * cos + pairs.reshape(a.shape)
+""", "with -a[..., 0::2] in place of a[..., 0::2], every gradient is right"),
     ("linear", """
     x, weight, has_bias = cache
     O, C = weight.shape
@@ -197,7 +222,8 @@ KINDS = [   # (exercise, body, words of the line under "first wrong line")
 
 @pytest.mark.parametrize("name,body,words", KINDS, ids=[
     "variant", "alias", "reused", "names", "branch", "loop", "index", "confusable", "swapped",
-    "made", "sign", "where", "slice", "argument", "undone", "factor", "keepdims"])
+    "made", "sign", "where", "slice", "argument", "undone", "factor", "permuted", "times",
+    "partial sign", "keepdims"])
 def test_each_kind_points_at_the_marked_line_and_says_what_it_is(tmp_path, capsys, name, body,
                                                                   words):
     out, _, marked, pointed, said = checked(tmp_path, capsys, name, body)
@@ -259,6 +285,21 @@ def test_a_transposed_array_where_it_raised_is_said_so(tmp_path, capsys):
     assert "         dy (4, 3), y (3, 4)" in err
     assert "         your y is y transposed (its last two axes swapped), (3, 4); the derivation's " \
            "is (4, 3)" in err
+
+
+def test_one_edit_that_makes_a_raising_line_right_is_said(tmp_path, capsys):
+    _, err, marked, _, _ = checked(tmp_path, capsys, "cross_entropy", """
+    probs, t, valid, eps, reduction, count, shape = cache
+    N = probs.shape[0]
+    onehot = np.zeros_like(probs)
+    onehot[t, np.arange(N)] = 1  # here
+    return ((probs - onehot) * (dloss / count)).reshape(shape)
+""")
+    assert any(line.startswith("where it raised") and line.endswith(f":{marked}   onehot[t, "
+                                                                     "np.arange(N)] = 1  # here")
+               for line in err)
+    assert "         with onehot[np.arange(N), t] in place of onehot[t, np.arange(N)], this case " \
+           "runs and every gradient is right" in err
 
 
 # ----------------------------------------------------------------------------- never a right line
@@ -428,6 +469,18 @@ TRAPS = [   # unusual but right lines, and one mistake on the line marked "# her
         dW[row] += d[n]
     return dW
 """),
+    ("gelu", """
+    x, t = cache
+    inner = 1 + 3 * GELU_C * x * x
+    slope = GELU_K * inner
+    return 0.5 * (1 + t) * dout + 0.5 * x * (1 - t * t) * slope  # here
+"""),   # a factor left out on the last line: not made up for on an earlier one
+    ("silu", """
+    x, s = cache
+    part = x * (1 - s)
+    ds = s * (1 + part)
+    return dout * ds if False else -dout * ds  # here
+"""),   # a sign on the last line: not made up for on an earlier one
     ("attention", """
     q, k, v, P, scale = cache
     dP = np.einsum("bhid,bhjd->bhij", dout, v)

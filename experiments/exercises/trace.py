@@ -111,7 +111,7 @@ def statements(fn):
         return None
     if not tree.body or not isinstance(tree.body[0], ast.FunctionDef):
         return None
-    table = {}
+    table = Lines(tree)
 
     def visit(body):
         for s in body:
@@ -125,6 +125,14 @@ def statements(fn):
                 visit(b)
     visit(tree.body[0].body)
     return table
+
+
+class Lines(dict):
+    """``statements``' table; ``tree``, the parsed source its statements are nodes of."""
+
+    def __init__(self, tree):
+        super().__init__()
+        self.tree = tree
 
 
 @dataclass
@@ -806,17 +814,15 @@ class _Judge:
             return None
         sure = {n for n, v in step.before.items() if isinstance(v, np.ndarray) and (
             v.dtype.kind != "f" or n in labels and self.certain(step, n, labels[n]))}
-        for what, edit in edits(node, step, self.run, sure):
-            if isinstance(node, ast.Return):
-                edit = ast.Assign([ast.Name("__value__", ast.Store())], edit.value, lineno=0)
-            values = _execute(edit, step, self.run)
-            if values is None:
-                continue
-            if isinstance(node, ast.Return):
-                right = not _wrong(values.get("__value__"), self.case, self.scales)
-            else:
-                right = self.fixes({i: {n: values[n] for n in _written(step) if n in values}})
-            if right:
+        y = [v for v in as_tuple(self.run.result) if isinstance(v, np.ndarray)]
+        last = isinstance(node, ast.Return) or any(   # the statement that makes what is returned
+            _shares(step.objects_after[n], v) for n in _written(step) for v in y) and not any(
+            _shares(s.objects_after[n], v) for s in self.run.steps[i + 1:] if s.after
+            for n in _written(s) for v in y)
+        for what, edit in edits(node, step, self.run, sure, last):
+            if time.monotonic() > self.deadline:
+                raise TimeoutError
+            if right_with(self.fn, self.table, node, edit, self.case, self.scales):
                 if not self.unique(i, step, {n: lab for n, lab in labels.items()
                                              if lab != "yours"}):
                     return None
@@ -999,35 +1005,62 @@ class _Judge:
         return "sum" if set(f) <= {0, 1} else "other"
 
 
-def _execute(node, step, run):
-    """The locals after ``node`` runs on copies of the values ``step`` read, quietly and within
-    the time limit, or None when it raises."""
-    space = dict(run.globals)
-    space.update({n: copy.deepcopy(v) for n, v in step.before.items()})
-    try:
-        with quiet(), guarded():
-            exec(compile(ast.fix_missing_locations(ast.Module([node], [])), "<edit>", "exec"),
-                 space)
-    except (Hang, *LEARNERS):
-        return None
-    return space
+def right_with(fn, table, node, edit, case, scales):
+    """Whether the learner's function with statement ``node`` replaced by ``edit`` (compiled
+    again from its source, ``table.tree``, in a copy of its globals) makes every gradient of
+    ``case`` right, run quietly and within the time limit."""
+    if fn.__code__.co_freevars:
+        return False   # a closure's free names cannot be compiled again alone
+    for parent in ast.walk(table.tree):
+        for field, value in ast.iter_fields(parent):
+            if isinstance(value, list) and any(v is node for v in value):
+                k = next(k for k, v in enumerate(value) if v is node)
+                value[k] = edit
+                try:
+                    code = compile(ast.fix_missing_locations(copy.deepcopy(table.tree)),
+                                   fn.__code__.co_filename, "exec")
+                finally:
+                    value[k] = node
+                space = dict(fn.__globals__)
+                try:
+                    with quiet(), guarded():
+                        exec(code, space)
+                        result = space[fn.__name__](case.dout.copy(), copy.deepcopy(case.cache))
+                except (Hang, *LEARNERS):
+                    return False
+                return not _wrong(result, case, scales)
+    return False
 
 
-def edits(node, step, run, sure):
+def edits(node, step, run, sure, last=False):
     """(the edit in words, the statement with it) for each one-place edit of a statement that a
     slip of the hand makes, in this order: ``np.where``'s branches swapped; a ``range`` one
     longer or shorter at an end; a strided slice starting one later or earlier (``0::2`` for
     ``1::2``); ``a[:, t]`` where one entry a row belongs, ``a[np.arange(len(t)), t]``; an
     operator + for - or - for +; another array the function holds in place of a name or of
-    a NumPy call (``np.tanh(x)`` where ``t`` belongs), a name only when it is in ``sure``."""
-    sites = []
-    _Sites(sites.append).visit(copy.deepcopy(node))
+    a NumPy call (``np.tanh(x)`` where ``t`` belongs), a name only when it is in ``sure``;
+    ``a[i, j]`` for ``a[j, i]``; an array of ``sure`` permuted as an index array of the function
+    permutes (``d2[order]``). Where a sign or a factor may be made up for later (``last`` is
+    False: not the statement that makes what is returned, nor one that fills entries of an
+    array), no more; else the value's sign, a term's sign; a term times another array of
+    ``sure``; a product without one of its factors."""
+    sites, tree = [], copy.deepcopy(node)
+    _Sites(sites.append).visit(tree)
     arrays = {n: v for n, v in step.before.items() if isinstance(v, np.ndarray) and v.ndim}
     numpy = next((n for n, v in run.globals.items() if v is np), None)
     found = []
+    perms = [n for n, v in arrays.items() if v.dtype.kind in "iu" and v.ndim == 1
+             and np.array_equal(np.sort(v), np.arange(len(v)))]
+    factors = [n for n in sure if arrays.get(n) is not None and arrays[n].dtype.kind == "f"]
+    last = last or any(isinstance(t, ast.Subscript) for t in getattr(node, "targets", []))
     for k, site in enumerate(sites):
-        for rank, new, *said in _replacements(site, arrays, numpy, step, run, sure):
+        for rank, new, *said in _replacements(site, arrays, numpy, step, run, sure, perms,
+                                              factors if last else []):
             found.append((rank, k, site, new, said))
+    value = getattr(tree, "value", None)
+    if last and value is not None and isinstance(node, (ast.Assign, ast.AugAssign, ast.Return)):
+        found.append((4, next(k for k, n in enumerate(sites) if n is value), value,
+                      ast.UnaryOp(ast.USub(), value), []))
     for rank, k, site, new, said in sorted(found, key=lambda f: f[0]):
         edited = _Sites(lambda n: None, k, new).visit(copy.deepcopy(node))
         yield (said or [f"{ast.unparse(new)} in place of {ast.unparse(site)}"])[0], edited
@@ -1048,8 +1081,8 @@ class _Sites(ast.NodeTransformer):
         return self.generic_visit(node)
 
 
-def _replacements(site, arrays, numpy, step, run, sure):
-    """(rank, node) for each edit of one node (``edits``)."""
+def _replacements(site, arrays, numpy, step, run, sure, perms, factors):
+    """(rank, node[, what to say]) for each edit of one node (``edits``)."""
     if isinstance(site, ast.Call) and getattr(site.func, "attr", getattr(
             site.func, "id", None)) == "where" and len(site.args) == 3:
         yield 0, ast.Call(site.func, [site.args[0], site.args[2], site.args[1]], site.keywords)
@@ -1071,6 +1104,9 @@ def _replacements(site, arrays, numpy, step, run, sure):
         rows = ast.Call(ast.Attribute(ast.Name(numpy, ast.Load()), "arange", ast.Load()),
                         [ast.Call(ast.Name("len", ast.Load()), [index.elts[1]], [])], [])
         yield 3, ast.Subscript(site.value, ast.Tuple([rows, index.elts[1]], ast.Load()), site.ctx)
+    if isinstance(site, ast.Subscript) and isinstance(index, ast.Tuple) and len(index.elts) == 2 \
+            and not any(isinstance(e, ast.Slice) for e in index.elts):
+        yield 3, ast.Subscript(site.value, ast.Tuple(index.elts[::-1], ast.Load()), site.ctx)
     if isinstance(site, ast.BinOp) and isinstance(site.op, (ast.Add, ast.Sub)):
         plus, right = isinstance(site.op, ast.Add), ast.unparse(site.right)
         new = ast.BinOp(site.left, ast.Sub() if plus else ast.Add(), site.right)
@@ -1083,6 +1119,22 @@ def _replacements(site, arrays, numpy, step, run, sure):
         for name in arrays:
             if name != getattr(site, "id", None):
                 yield 5, ast.Name(name, ast.Load())
+    if isinstance(site, ast.Name) and site.id in sure and isinstance(site.ctx, ast.Load):
+        for p in perms:
+            if len(arrays[p]) == len(arrays[site.id]):
+                yield 5, ast.Subscript(site, ast.Name(p, ast.Load()), ast.Load())
+    if isinstance(site, ast.BinOp) and isinstance(site.op, (ast.Add, ast.Sub)):
+        for side in ("left", "right"):
+            term = getattr(site, side)
+            for name in factors:
+                times = ast.BinOp(ast.Name(name, ast.Load()), ast.Mult(), term)
+                new = ast.BinOp(times if side == "left" else site.left, site.op,
+                                times if side == "right" else site.right)
+                yield 6, new, f"{ast.unparse(times)} in place of {ast.unparse(term)}"
+    if factors and isinstance(site, ast.BinOp) and isinstance(site.op, ast.Mult):
+        for kept, dropped in ((site.left, site.right), (site.right, site.left)):
+            yield 6, kept, f"{ast.unparse(kept)} in place of {ast.unparse(site)} (without " \
+                           f"{ast.unparse(dropped)})"
 
 
 def _plus_minus_one(arg):
@@ -1212,6 +1264,12 @@ def _where_it_raised(ex, fn, case, where):
                     and _fits(q.shape, widest) and not _fits(v.shape, widest) else ""
                 lines.append(INDENT + what.format(source) + fits)
                 break
+    sure = {n for n, v in step.before.items() if isinstance(v, np.ndarray) and (
+        v.dtype.kind != "f" or n in quantities.names and _same(v, quantities.names[n]))}
+    scales = _scales(ex, case)
+    lines += [INDENT + f"with {what}, this case runs and every gradient is right"
+              for what, edit in itertools.islice(edits(step.node, step, run, sure), 200)
+              if right_with(fn, table, step.node, edit, case, scales)][:1]
     return [s + "\n" for s in lines]
 
 
