@@ -481,6 +481,14 @@ TRAPS = [   # unusual but right lines, and one mistake on the line marked "# her
     ds = s * (1 + part)
     return dout * ds if False else -dout * ds  # here
 """),   # a sign on the last line: not made up for on an earlier one
+    ("cross_entropy", """
+    probs, t, valid, eps, reduction, count, shape = cache
+    rows = np.arange(probs.shape[0])
+    d = probs ** 1.5  # here
+    d[rows, t] -= 1.0
+    d *= dloss / count
+    return d.reshape(shape)
+"""),   # a 0-d upstream gradient and an index array that is a permutation, on one line
     ("attention", """
     q, k, v, P, scale = cache
     dP = np.einsum("bhid,bhjd->bhij", dout, v)

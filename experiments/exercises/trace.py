@@ -1119,7 +1119,8 @@ def _replacements(site, arrays, numpy, step, run, sure, perms, factors):
         for name in arrays:
             if name != getattr(site, "id", None):
                 yield 5, ast.Name(name, ast.Load())
-    if isinstance(site, ast.Name) and site.id in sure and isinstance(site.ctx, ast.Load):
+    if isinstance(site, ast.Name) and site.id in sure and site.id in arrays and isinstance(
+            site.ctx, ast.Load):
         for p in perms:
             if len(arrays[p]) == len(arrays[site.id]):
                 yield 5, ast.Subscript(site, ast.Name(p, ast.Load()), ast.Load())
