@@ -813,7 +813,7 @@ class _Judge:
                 for n in _written(step)):
             return None
         sure = {n for n, v in step.before.items() if isinstance(v, np.ndarray) and (
-            v.dtype.kind != "f" or n in labels and self.certain(step, n, labels[n]))}
+            v.dtype.kind != "f" or self.certain(step, n, labels.get(n) or q.label(v)))}
         y = [v for v in as_tuple(self.run.result) if isinstance(v, np.ndarray)]
         last = isinstance(node, ast.Return) or any(   # the statement that makes what is returned
             _shares(step.objects_after[n], v) for n in _written(step) for v in y) and not any(
