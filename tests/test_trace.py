@@ -160,7 +160,8 @@ KINDS = [   # (exercise, body, words of the line under "first wrong line")
     even, odd = a[..., 0::2], a[..., 0::2]  # here
     back = np.stack((odd, -even), axis=-1).reshape(a.shape)
     return dout * cos + back
-""", "with 1::2 in place of 0::2, every gradient is right"),
+""", "with (a[..., 0::2], a[..., 1::2]) in place of (a[..., 0::2], a[..., 0::2]), every gradient "
+     "is right"),   # which 0::2: the smallest part of the line that holds it once
     ("gelu", """
     x, t = cache
     du = GELU_K * (1 + 3 * GELU_C * x * x)
@@ -209,21 +210,38 @@ KINDS = [   # (exercise, body, words of the line under "first wrong line")
     pairs[..., 1] = a[..., 0::2]  # here
     return dout * cos + pairs.reshape(a.shape)
 """, "with -a[..., 0::2] in place of a[..., 0::2], every gradient is right"),
+    ("embedding", """
+    idx, shape, dtype = cache
+    dw = np.zeros(shape, dtype)
+    np.add.at(dw, idx, dout.reshape(-1, shape[1]))
+    pad = dw[0]
+    pad[:] = 0  # here
+    return dw
+""", "your dw was right before it, the derivation's dweight; this line changed it"),   # not its view
+    ("swiglu", """
+    x2, a, s, u, g, w_gate, w_up, w_down = cache
+    d2 = dout.reshape(-1, w_down.shape[0])
+    dh = d2 @ w_down
+    dg, du = dh * u, dh * g
+    da = dg * (s + s * (1 - s))  # here
+    dx = (da @ w_gate + du @ w_up).reshape(*dout.shape[:-1], -1)
+    return dx, da.T @ x2, du.T @ x2, d2.T @ (g * u)
+""", "with g * (1 - s) in place of s * (1 - s), every gradient is right"),   # which s of three
     ("linear", """
     x, weight, has_bias = cache
     O, C = weight.shape
     D = dout.reshape(-1, O)
     db = D.sum(0, keepdims=True)  # here
     return (D @ weight).reshape(x.shape), D.T @ x.reshape(-1, C), db
-""", "what it reads is right (D = dout); what it makes, your dbias, is not: it is the right values "
-     "in shape (1, 2), where the derivation's is (2,)"),
+""", "in x (1, 3), a batch of one, weight (2, 3): what it reads is right (D = dout); what it makes, "
+     "your dbias, is not: it is the right values in shape (1, 2), where the derivation's is (2,)"),
 ]
 
 
 @pytest.mark.parametrize("name,body,words", KINDS, ids=[
     "variant", "alias", "reused", "names", "branch", "loop", "index", "confusable", "swapped",
     "made", "sign", "where", "slice", "argument", "undone", "factor", "permuted", "times",
-    "partial sign", "keepdims"])
+    "partial sign", "undone through a view", "which of three", "keepdims"])
 def test_each_kind_points_at_the_marked_line_and_says_what_it_is(tmp_path, capsys, name, body,
                                                                   words):
     out, _, marked, pointed, said = checked(tmp_path, capsys, name, body)
@@ -285,6 +303,36 @@ def test_a_transposed_array_where_it_raised_is_said_so(tmp_path, capsys):
     assert "         dy (4, 3), y (3, 4)" in err
     assert "         your y is y transposed (its last two axes swapped), (3, 4); the derivation's " \
            "is (4, 3)" in err
+
+
+def test_words_that_hold_in_one_case_name_it(tmp_path, capsys):
+    out, _, marked, pointed, said = checked(tmp_path, capsys, "layernorm", """
+    xhat, weight, rstd = cache
+    C = xhat.shape[-1]
+    dxhat = dout * weight
+    m1 = dxhat.mean(axis=-1, keepdims=True)
+    m2 = (dxhat * xhat).mean(axis=-1, keepdims=True)
+    dx = rstd * (dxhat - m1 - xhat * m2) * xhat.shape[0]  # here
+    return dx, (dout * xhat).reshape(-1, C).sum(0), dout.reshape(-1, C).sum(0)
+""")   # times 2 in x (2, 3, 6), times 3 in x (3, 6): "times N (3)" holds in the second alone
+    assert pointed == marked, out
+    assert said == ["in x (3, 6), near-constant rows (var ~ 1e-6, eps = 1e-5): your dx is dx times "
+                    "N (3); the derivation has dx"]
+
+
+def test_an_alias_names_every_line_that_reads_the_changed_array(tmp_path, capsys):
+    out, _, marked, pointed, said = checked(tmp_path, capsys, "layernorm", """
+    xhat, weight, rstd = cache
+    dxhat = dout * weight
+    tmp = dxhat
+    tmp -= dxhat.mean(-1, keepdims=True)  # here
+    dx = rstd * (tmp - xhat * (dxhat * xhat).mean(-1, keepdims=True))
+    dweight = np.sum(dxhat / weight * xhat, axis=tuple(range(dout.ndim - 1)))
+    return dx, dweight, dout.reshape(-1, xhat.shape[-1]).sum(0)
+""")   # dx reads dxhat and is right; dweight reads it and is not
+    assert pointed == marked, out
+    assert said[1] == (f"lines {marked + 1} and {marked + 2} read dxhat, no longer the "
+                       f"derivation's dxhat: a copy (tmp = dxhat.copy()) keeps them apart")
 
 
 def test_one_edit_that_makes_a_raising_line_right_is_said(tmp_path, capsys):
@@ -481,6 +529,23 @@ TRAPS = [   # unusual but right lines, and one mistake on the line marked "# her
     ds = s * (1 + part)
     return dout * ds if False else -dout * ds  # here
 """),   # a sign on the last line: not made up for on an earlier one
+    ("layernorm", """
+    xhat, weight, rstd = cache
+    N = xhat.shape[-1]
+    dxhat = dout * weight
+    proj = np.sum(dxhat * xhat, axis=-1, keepdims=True) / (N - 1)  # here
+    dx = rstd * (dxhat - np.mean(dxhat, axis=-1, keepdims=True) - xhat * proj)
+    return dx, (dout * xhat).reshape(-1, N).sum(0), dout.reshape(-1, N).sum(0)
+"""),   # N + 1 makes the one-feature case right, and no other: no edit is said of it
+    ("layernorm", """
+    xhat, weight, rstd = cache
+    C = xhat.shape[-1]
+    dxhat = dout * weight
+    dx = rstd * (dxhat - dxhat.mean(-1, keepdims=True) - xhat * (dxhat * xhat).mean(-1, keepdims=True))
+    first = dx[..., 0]
+    first *= 2  # here
+    return dx, (dout * xhat).reshape(-1, C).sum(0), dout.reshape(-1, C).sum(0)
+"""),   # dout in place of dx on the line before would move the damage into dout: not said
     ("cross_entropy", """
     probs, t, valid, eps, reduction, count, shape = cache
     rows = np.arange(probs.shape[0])

@@ -8,6 +8,7 @@ carries the verdict alone. ``learner.check`` calls it from Python.
 import bdb
 import copy
 import functools
+import shlex
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,7 +118,8 @@ def _run(ex, fn, cases, where, path):
                     f"(a loop that never ends?)")
             return None, Verdict("wrong", [line], blocker=line), modified
         except LEARNERS as e:
-            error = learner_error(e, code, path or code, f"your {ex.function}", f" on {case.label}")
+            error = learner_error(e, code, path or code, f"your {ex.function}", f" on {case.label}"
+                                  + (" in float32" if case.dout.dtype == np.float32 else ""))
             if case.dout.dtype == np.float64:   # the shapes on the line that raised
                 error.text += "".join(trace.where_it_raised(ex, fn, case, path or code))
             return None, Verdict("raised", error=error), modified
@@ -241,4 +243,4 @@ def train_hint(ex, path=None):
     if Path(path).name == f"{ex.name}.py":
         return f"Train the GPT with it: {run} {Path(path).parent}"
     return (f"Train the GPT with it: --backward takes a folder holding it as {ex.name}.py "
-            f"(mkdir mine && cp {path} mine/{ex.name}.py && {run} mine)")
+            f"(mkdir mine && cp -- {shlex.quote(str(path))} mine/{ex.name}.py && {run} mine)")

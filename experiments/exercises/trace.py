@@ -326,7 +326,7 @@ class Quantities:
                     named.setdefault(name, []).append(step.after[name])
         for name, values in named.items():   # the last by its name, those before "as first"
             for k, v in enumerate(values):
-                self._add(name if k == len(values) - 1 else f"{name}, as first computed", v)
+                self._add(name if k == len(values) - 1 else f"{name} (its first value)", v)
             if len(values) == 1 and not any(_same(values[0], r) for r in case.right):
                 self.names.setdefault(name, values[0])   # not dx: it holds partial sums too
         with np.errstate(all="ignore"):
@@ -716,11 +716,12 @@ def _numpy_only(node, step, run):
 class Finding:
     """A first wrong line: its ``line``, its ``kind`` (of change and quantity) and what to say,
     a first line (``{where}`` for the file) and the lines under it; ``plain``, the same without
-    a condition ("where x < 0"), by position."""
+    a condition ("where x < 0"), by position; ``case``, the case's label."""
     line: int
     kind: str
     said: List[str]
     plain: Optional[List[str]] = None
+    case: str = ""
 
 
 def _wrong(result, case, scales):
@@ -734,6 +735,14 @@ def _wrong(result, case, scales):
                     and mistakes.close(np.asarray(y, dtype=np.float64), r, s))}
 
 
+def _intact(dout, cache, case):
+    """Whether a run left the upstream gradient and the cache's arrays as the case gave them
+    (a change that moves the damage into them makes nothing right)."""
+    return np.array_equal(dout, case.dout, equal_nan=True) and all(
+        not isinstance(a, np.ndarray) or np.array_equal(a, b, equal_nan=True)
+        for a, b in zip(as_tuple(cache), as_tuple(case.cache)))
+
+
 def _scales(ex, case):
     """Each gradient's scale in a case, as the check takes it (its largest entry or term)."""
     found = terms_of(ex, ex.parts(case.dout, case.cache),
@@ -745,8 +754,9 @@ class _Judge:
     """The statements of one recorded run of the learner's backward on ``case``, judged in the
     order they ran (the module's docstring, 1-5)."""
 
-    def __init__(self, ex, fn, table, case, deadline):
-        self.fn, self.table, self.case, self.grads = fn, table, case, ex.grads
+    def __init__(self, ex, fn, table, case, deadline, others=()):
+        self.ex, self.fn, self.table, self.case, self.grads = ex, fn, table, case, ex.grads
+        self.others = [c for c in others if c is not case]   # the other failing cases
         self.deadline = deadline
         self.scales = _scales(ex, case)
         self.run = record(fn, table, case.dout.copy(), copy.deepcopy(case.cache))
@@ -810,7 +820,7 @@ class _Judge:
                 return None
         elif not isinstance(node, (ast.Assign, ast.AugAssign, ast.For, ast.Expr)) or not any(
                 not isinstance(step.after[n], np.ndarray) or q.label(step.after[n]) is None
-                for n in _written(step)):
+                for n in _written(step)) or _view(node):
             return None
         sure = {n for n, v in step.before.items() if isinstance(v, np.ndarray) and (
             v.dtype.kind != "f" or self.certain(step, n, labels.get(n) or q.label(v)))}
@@ -822,7 +832,8 @@ class _Judge:
         for what, edit in edits(node, step, self.run, sure, last):
             if time.monotonic() > self.deadline:
                 raise TimeoutError
-            if right_with(self.fn, self.table, node, edit, self.case, self.scales):
+            if all(right_with(self.fn, self.table, node, edit, c, _scales(self.ex, c))
+                   for c in [self.case] + self.others):   # said of every case: true in each
                 if not self.unique(i, step, {n: lab for n, lab in labels.items()
                                              if lab != "yours"}):
                     return None
@@ -837,17 +848,17 @@ class _Judge:
                 values[name] = value.copy() if isinstance(value, np.ndarray) else value
         if time.monotonic() > self.deadline:
             raise TimeoutError   # the search gives up: nothing is said
-        run = record(self.fn, self.table, self.case.dout.copy(), copy.deepcopy(self.case.cache),
-                     fix)
-        return run is not None and run.error is None and not _wrong(run.result, self.case,
-                                                                    self.scales)
+        dout, cache = self.case.dout.copy(), copy.deepcopy(self.case.cache)
+        run = record(self.fn, self.table, dout, cache, fix)
+        return run is not None and run.error is None and not _wrong(
+            run.result, self.case, self.scales) and _intact(dout, cache, self.case)
 
     def text(self, step):
         return linecache.getline(self.fn.__code__.co_filename, step.line).strip()
 
     def finding(self, step, kind, *said):
         return Finding(step.line, kind, [f"first wrong line: {{where}}:{step.line}   "
-                                         f"{self.text(step)}", *said])
+                                         f"{self.text(step)}", *said], case=self.case.label)
 
     def alias(self, i, step):
         """1. An array changed in place through another name, that a later line reads."""
@@ -857,9 +868,9 @@ class _Judge:
                 continue
             a = next((w for w in writes if w in step.objects and _shares(
                 step.objects[w], step.objects[b])), None)
-            later = next((s for s in steps[i + 1:] if b in _names(s.node)[0]
-                          and s.objects.get(b) is step.objects[b]), None)
-            if a is None or later is None or not self.fixes({i: {b: step.before[b]}}):
+            later = sorted({s.line for s in steps[i + 1:] if b in _names(s.node)[0]
+                            and s.objects.get(b) is step.objects[b]})
+            if a is None or not later or not self.fixes({i: {b: step.before[b]}}):
                 continue
             bound = next((s for s in reversed(steps[:i]) if a in _written(s)), None)
             was = self.quantities.label(step.before[b])
@@ -868,7 +879,8 @@ class _Judge:
                                 step.objects[a] is step.objects[b] else
                                 f"it also changed {b}: {a} is a view of {b} (they share memory)")
                 + (f", since line {bound.line} ({self.text(bound)})" if bound else ""),
-                f"line {later.line} reads {b}, no longer " + (
+                (f"line {later[0]} reads" if len(later) == 1 else "lines " + ", ".join(
+                    map(str, later[:-1])) + f" and {later[-1]} read") + f" {b}, no longer " + (
                     f"the derivation's {was}" if was else "what it was")
                 + f": a copy ({a} = {b}.copy()) keeps them apart")
         return None
@@ -1021,14 +1033,15 @@ def right_with(fn, table, node, edit, case, scales):
                                    fn.__code__.co_filename, "exec")
                 finally:
                     value[k] = node
-                space = dict(fn.__globals__)
+                space, dout, cache = dict(fn.__globals__), case.dout.copy(), copy.deepcopy(
+                    case.cache)
                 try:
                     with quiet(), guarded():
                         exec(code, space)
-                        result = space[fn.__name__](case.dout.copy(), copy.deepcopy(case.cache))
+                        result = space[fn.__name__](dout, cache)
                 except (Hang, *LEARNERS):
                     return False
-                return not _wrong(result, case, scales)
+                return not _wrong(result, case, scales) and _intact(dout, cache, case)
     return False
 
 
@@ -1061,9 +1074,25 @@ def edits(node, step, run, sure, last=False):
     if last and value is not None and isinstance(node, (ast.Assign, ast.AugAssign, ast.Return)):
         found.append((4, next(k for k, n in enumerate(sites) if n is value), value,
                       ast.UnaryOp(ast.USub(), value), []))
+    parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
     for rank, k, site, new, said in sorted(found, key=lambda f: f[0]):
         edited = _Sites(lambda n: None, k, new).visit(copy.deepcopy(node))
+        while not said and id(site) in parents and (isinstance(site, ast.Tuple) and isinstance(
+                parents[id(site)], ast.Subscript) or sum(ast.unparse(n) == ast.unparse(site)
+                                                         for n in ast.walk(tree)) > 1):
+            site, new = parents[id(site)], _with_child(parents[id(site)], site, new)   # which
         yield (said or [f"{ast.unparse(new)} in place of {ast.unparse(site)}"])[0], edited
+
+
+def _with_child(parent, old, new):
+    """A shallow copy of ``parent`` with its child ``old`` replaced by ``new``."""
+    copied = copy.copy(parent)
+    for field, value in ast.iter_fields(parent):
+        if value is old:
+            setattr(copied, field, new)
+        elif isinstance(value, list):
+            setattr(copied, field, [new if v is old else v for v in value])
+    return copied
 
 
 class _Sites(ast.NodeTransformer):
@@ -1149,6 +1178,17 @@ def _plus_minus_one(arg):
     return [ast.BinOp(arg, op, ast.Constant(1)) for op in (ast.Add(), ast.Sub())]
 
 
+def _view(node):
+    """Whether a statement only names an array or a part of it without a stride (``first =
+    dx[..., 0]``, ``g = d``): nothing is computed; a line that changes it is judged instead."""
+    value = getattr(node, "value", None)
+    if isinstance(node, ast.Assign) and isinstance(value, ast.Subscript) and isinstance(
+            value.value, ast.Name):
+        index = value.slice.elts if isinstance(value.slice, ast.Tuple) else [value.slice]
+        return not any(isinstance(i, ast.Slice) and i.step is not None for i in index)
+    return isinstance(node, ast.Assign) and isinstance(value, ast.Name)
+
+
 def _allocates(step):
     """Whether a statement allocates an array to be filled (``np.empty_like(x)``, ``np.zeros``):
     its values are no one's; what fills it, or not, is judged."""
@@ -1190,9 +1230,11 @@ def first_wrong_line(ex, fn, cases, yours, where):
     in one is taken when every other such case finds it too, finds none, or finds it when
     judged at that line alone, and two of them find it at least (one when one case is wrong:
     one small case alone may meet a quantity by chance). The words are those of the kind most
-    of them found, those most say, else the smallest case's (without a condition such as
-    "where x < 0", which one case alone may meet by chance). Past ``BUDGET`` seconds, the runs
-    together, nothing is said."""
+    of them found, those most say, else the smallest case's: without a condition such as
+    "where x < 0", which one case alone may meet by chance, when every case says it so, else
+    said of that case ("in x (3, 6): your dx is dx times N (3)"). An edit is said only when it
+    makes every such case right. Past ``BUDGET`` seconds, the runs together, nothing is
+    said."""
     try:
         return _first_wrong_line(ex, fn, cases, yours, where)
     except (TypeError, ValueError):   # a value of the learner's NumPy cannot compare (an
@@ -1208,7 +1250,7 @@ def _first_wrong_line(ex, fn, cases, yours, where):
         return []
     failing.sort(key=lambda c: sum(np.size(a) for a in c.args))
     deadline = time.monotonic() + BUDGET
-    judges = [_Judge(ex, fn, table, c, deadline) for c in failing]
+    judges = [_Judge(ex, fn, table, c, deadline, failing) for c in failing]
     found = [j.first() for j in judges]
     for line in sorted({f.line for f in found if f},
                        key=lambda n: -sum(1 for f in found if f and f.line == n)):
@@ -1221,7 +1263,9 @@ def _first_wrong_line(ex, fn, cases, yours, where):
             at = [a for a in at if a.kind == kind]   # the kind most cases found; its words
             best = max(at, key=lambda a: sum(b.said == a.said for b in at))   # most say,
             said = best.said if sum(b.said == best.said for b in at) > 1 or len(at) == 1 \
-                else at[0].plain or at[0].said   # else the smallest case's, no condition
+                else at[0].plain if at[0].plain and all(a.plain == at[0].plain for a in at) \
+                else at[0].said[:1] + [f"in {at[0].case}: " + at[0].said[1]] + at[0].said[2:]
+            # else the smallest case's words, said of that case
             return [s.replace("{where}", str(where)) for s in said]
     return []
 
@@ -1252,8 +1296,8 @@ def _where_it_raised(ex, fn, case, where):
         return []
     quantities = Quantities(ex, case)
     reads = [n for n in _names(step.node)[0] if isinstance(step.before.get(n), np.ndarray)]
-    lines = [f"where it raised, {where}:{frames[-1].lineno}   {frames[-1].line}",
-             INDENT + ", ".join(f"{n} {step.before[n].shape}" for n in reads)]
+    lines = [f"where it raised, {where}:{frames[-1].lineno}   {frames[-1].line}"] + [
+        INDENT + ", ".join(f"{n} {step.before[n].shape}" for n in reads)] * bool(reads)
     widest = max([step.before[n].shape for n in reads], key=np.prod, default=())
     for source, v in [(n, step.before[n]) for n in reads] + [
             (ast.unparse(node), v) for node, v in _parts_of(step, run)]:
