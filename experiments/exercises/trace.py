@@ -69,6 +69,7 @@ import inspect
 import io
 import itertools
 import linecache
+import re
 import sys
 import textwrap
 import time
@@ -848,10 +849,10 @@ class _Judge:
                 values[name] = value.copy() if isinstance(value, np.ndarray) else value
         if time.monotonic() > self.deadline:
             raise TimeoutError   # the search gives up: nothing is said
-        dout, cache = self.case.dout.copy(), copy.deepcopy(self.case.cache)
-        run = record(self.fn, self.table, dout, cache, fix)
+        run = record(self.fn, self.table, self.case.dout.copy(), copy.deepcopy(self.case.cache),
+                     fix)
         return run is not None and run.error is None and not _wrong(
-            run.result, self.case, self.scales) and _intact(dout, cache, self.case)
+            run.result, self.case, self.scales)
 
     def text(self, step):
         return linecache.getline(self.fn.__code__.co_filename, step.line).strip()
@@ -1226,13 +1227,14 @@ def first_wrong_line(ex, fn, cases, yours, where):
     line: FILE:LINE   CODE", then what it says there; [] when no line can be pointed at
     surely (the module's docstring).
 
-    Each case where a gradient is wrong is judged on its own, the smallest first; a line found
-    in one is taken when every other such case finds it too, finds none, or finds it when
-    judged at that line alone, and two of them find it at least (one when one case is wrong:
-    one small case alone may meet a quantity by chance). The words are those of the kind most
-    of them found, those most say, else the smallest case's: without a condition such as
-    "where x < 0", which one case alone may meet by chance, when every case says it so, else
-    said of that case ("in x (3, 6): your dx is dx times N (3)"). An edit is said only when it
+    Each case where a gradient is wrong is judged on its own, the smallest first; the earliest
+    line found in one is taken when every other such case finds it too, finds none or a later
+    one (where a quantity may vanish: sin 0 at position 0), or finds it when judged at that
+    line alone, and two of them find it at least (one when one case is wrong: one small case
+    alone may meet a quantity by chance). The words are those of the kind most
+    of them found, when every case says them: as they are, else without a case's numbers
+    ("divided by N"), else without a condition such as "where x < 0" (by position); else the
+    smallest case's, said of that case ("in x (3, 6): your dx is dx times N (3)"). An edit is said only when it
     makes every such case right. Past ``BUDGET`` seconds, the runs together, nothing is
     said."""
     try:
@@ -1252,20 +1254,20 @@ def _first_wrong_line(ex, fn, cases, yours, where):
     deadline = time.monotonic() + BUDGET
     judges = [_Judge(ex, fn, table, c, deadline, failing) for c in failing]
     found = [j.first() for j in judges]
-    for line in sorted({f.line for f in found if f},
-                       key=lambda n: -sum(1 for f in found if f and f.line == n)):
+    for line in sorted({f.line for f in found if f}):   # the earliest first
         at = [f if f is None or f.line == line else j.first(only=line)
               for j, f in zip(judges, found)]
-        if all(a is not None or f is None for a, f in zip(at, found)) and \
+        if all(a is not None or f is None or f.line > line for a, f in zip(at, found)) and \
                 sum(a is not None for a in at) >= min(2, len(at)):
             at = [a for a in at if a]
             kind = max(at, key=lambda a: sum(b.kind == a.kind for b in at)).kind
             at = [a for a in at if a.kind == kind]   # the kind most cases found; its words
-            best = max(at, key=lambda a: sum(b.said == a.said for b in at))   # most say,
-            said = best.said if sum(b.said == best.said for b in at) > 1 or len(at) == 1 \
-                else at[0].plain if at[0].plain and all(a.plain == at[0].plain for a in at) \
-                else at[0].said[:1] + [f"in {at[0].case}: " + at[0].said[1]] + at[0].said[2:]
-            # else the smallest case's words, said of that case
+            bare = [a.said[:1] + [re.sub(r" \(-?\d+(\.\d+)?\)", "", s) for s in a.said[1:]]
+                    for a in at]   # without a case's numbers: "divided by N (5)"
+            said = next((s for s in (at[0].said, bare[0], at[0].plain) if s and all(
+                s == t for t in ([a.said for a in at], bare, [a.plain for a in at])[
+                    [at[0].said, bare[0], at[0].plain].index(s)])), None) or at[0].said[:1] + [
+                f"in {at[0].case}: " + at[0].said[1]] + at[0].said[2:]   # else said of one case
             return [s.replace("{where}", str(where)) for s in said]
     return []
 
