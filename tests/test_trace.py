@@ -352,8 +352,7 @@ def test_one_edit_that_makes_a_raising_line_right_is_said(tmp_path, capsys):
 
 # ----------------------------------------------------------------------------- never a right line
 
-TRAPS = [   # unusual but right lines, and one mistake on the line marked "# here" (or none)
-    ("layernorm", """
+BY_SUMS = """
     xhat, weight, rstd = cache
     C = xhat.shape[-1]
     g = dout * weight
@@ -361,8 +360,11 @@ TRAPS = [   # unusual but right lines, and one mistake on the line marked "# her
     s2 = (g * xhat).sum(-1, keepdims=True)
     dx = (C * g - s1 - xhat * s2) * rstd / C
     lead = tuple(range(dout.ndim - 1))
-    return dx, (dout * xhat).sum(axis=lead), -dout.sum(axis=lead)  # here
-"""),
+    return dx, (dout * xhat).sum(axis=lead), dout.sum(axis=lead)
+"""   # LayerNorm by sums, right; below also with dbias's sign flipped
+
+TRAPS = [   # unusual but right lines, and one mistake on the line marked "# here" (or none)
+    ("layernorm", BY_SUMS.replace("dout.sum(axis=lead)\n", "-dout.sum(axis=lead)  # here\n")),
     ("layernorm", """
     xhat, weight, rstd = cache
     C = xhat.shape[-1]
@@ -499,16 +501,7 @@ TRAPS = [   # unusual but right lines, and one mistake on the line marked "# her
         out[idx] = (np.diag(row) + np.outer(row, row)) @ gm[idx]  # here
     return np.moveaxis(out, -1, axis)
 """),
-    ("layernorm", """
-    xhat, weight, rstd = cache
-    C = xhat.shape[-1]
-    g = dout * weight
-    s1 = g.sum(-1, keepdims=True)
-    s2 = (g * xhat).sum(-1, keepdims=True)
-    dx = (C * g - s1 - xhat * s2) * rstd / C
-    lead = tuple(range(dout.ndim - 1))
-    return dx, (dout * xhat).sum(axis=lead), dout.sum(axis=lead)
-"""),
+    ("layernorm", BY_SUMS),
     ("embedding", """
     idx, shape, dtype = cache
     d = dout.reshape(-1, shape[1])
