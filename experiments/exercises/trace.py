@@ -756,8 +756,8 @@ class _Judge:
     order they ran (the module's docstring, 1-5)."""
 
     def __init__(self, ex, fn, table, case, deadline, others=()):
-        self.ex, self.fn, self.table, self.case, self.grads = ex, fn, table, case, ex.grads
-        self.others = [c for c in others if c is not case]   # the other failing cases
+        self.fn, self.table, self.case, self.grads = fn, table, case, ex.grads
+        self.others = [(c, _scales(ex, c)) for c in others if c is not case]   # other failing
         self.deadline = deadline
         self.scales = _scales(ex, case)
         self.run = record(fn, table, case.dout.copy(), copy.deepcopy(case.cache))
@@ -833,8 +833,8 @@ class _Judge:
         for what, edit in edits(node, step, self.run, sure, last):
             if time.monotonic() > self.deadline:
                 raise TimeoutError
-            if all(right_with(self.fn, self.table, node, edit, c, _scales(self.ex, c))
-                   for c in [self.case] + self.others):   # said of every case: true in each
+            if all(right_with(self.fn, self.table, node, edit, c, scales)   # said of every
+                   for c, scales in [(self.case, self.scales)] + self.others):   # case: true in each
                 if not self.unique(i, step, {n: lab for n, lab in labels.items()
                                              if lab != "yours"}):
                     return None
